@@ -1,0 +1,133 @@
+"""The gateway's exception tree, and how each branch becomes an OpenAI error object.
+
+Every failure a request can meet is raised as one of these, translated once at the
+boundary where a foreign error appears (media/ maps PIL and httpx errors, triton/ maps
+gRPC errors). The single handler in ``app.py`` turns them into::
+
+    {"error": {"message": ..., "type": ..., "param": ..., "code": ...}}
+
+The tree:
+
+    GatewayError                      500 server_error
+    ├── ClientError                   400 invalid_request_error (the caller's fault)
+    │   ├── InvalidRequest            400 a field is wrong or a combination is unsupported
+    │   ├── MediaError                400 a media part could not be used
+    │   │   ├── MediaFetchError       400 the URL could not be fetched (404, refused, timeout)
+    │   │   ├── MediaTooLarge         400/413 bytes or pixels over a configured limit
+    │   │   └── MediaDecodeError      400 the bytes are not a supported, intact image/video/audio
+    │   ├── ModelNotFound             404 no served model has that id
+    │   ├── AuthenticationError       401 missing or wrong API key
+    │   └── RateLimited               429 too many requests in flight
+    └── UpstreamError                 503 Triton is not serving
+        ├── UpstreamUnavailable       503 Triton is down, restarting or not ready
+        └── UpstreamFailed            502 Triton answered with an error mid-request
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class GatewayError(Exception):
+    """Base of every error the gateway raises on purpose."""
+
+    status_code: int = 500
+    error_type: str = "server_error"
+    default_code: str = "internal_error"
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.code = code or self.default_code
+
+    def to_body(self) -> dict[str, Any]:
+        """The OpenAI error object for this error."""
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.error_type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+
+
+class ClientError(GatewayError):
+    """The request cannot be served as sent; retrying it unchanged will fail again."""
+
+    status_code = 400
+    error_type = "invalid_request_error"
+    default_code = "invalid_request"
+
+
+class InvalidRequest(ClientError):
+    """A field is malformed, out of range, or unsupported by the chosen model."""
+
+
+class MediaError(ClientError):
+    """A media part (image, video, audio) could not be turned into model input."""
+
+    default_code = "invalid_media"
+
+
+class MediaFetchError(MediaError):
+    """Fetching a media URL failed: bad scheme, refused address, HTTP error, timeout."""
+
+    default_code = "media_fetch_failed"
+
+
+class MediaTooLarge(MediaError):
+    """Bytes, pixels, frames or seconds exceed a configured limit."""
+
+    default_code = "media_too_large"
+
+
+class MediaDecodeError(MediaError):
+    """The bytes are not a supported, intact media file."""
+
+    default_code = "invalid_image"
+
+
+class ModelNotFound(ClientError):
+    """The request names a model this gateway does not serve."""
+
+    status_code = 404
+    default_code = "model_not_found"
+
+
+class AuthenticationError(ClientError):
+    """The API key is missing or wrong."""
+
+    status_code = 401
+    error_type = "authentication_error"
+    default_code = "invalid_api_key"
+
+
+class RateLimited(ClientError):
+    """The in-flight request cap is reached; retry later."""
+
+    status_code = 429
+    error_type = "rate_limit_error"
+    default_code = "rate_limit_exceeded"
+
+
+class UpstreamError(GatewayError):
+    """Triton could not serve a well-formed request."""
+
+    status_code = 503
+    error_type = "server_error"
+    default_code = "upstream_error"
+
+
+class UpstreamUnavailable(UpstreamError):
+    """Triton is down, restarting, or the model is not ready."""
+
+    default_code = "upstream_unavailable"
+
+
+class UpstreamFailed(UpstreamError):
+    """Triton accepted the request and then reported an error."""
+
+    status_code = 502
+    default_code = "upstream_failed"

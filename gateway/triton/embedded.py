@@ -1,0 +1,254 @@
+"""Co-launch the `tritonserver` shipped in the nvidia-pytriton wheel, keep it ready, restart it.
+
+The wheel carries a real Triton 2.51 binary, its shared libraries and the Python backend.
+Three facts make it start outside NVIDIA's container (each learnt the hard way):
+
+- the Python backend wants one folder holding ``libtriton_python.so``,
+  ``triton_python_backend_utils.py`` and the stub built for *this* interpreter's version;
+- the stub embeds Python and finds the environment through ``python3`` on ``PATH``, so the
+  environment's ``bin/`` must come first (``PYTHONPATH`` alone is not enough);
+- ``LD_LIBRARY_PATH`` must hold the wheel's libs folder and this interpreter's ``LIBDIR``,
+  else the stub loads another libpython and stdlib extension modules fail to import.
+
+Ports are free loopback ports chosen at start, never the gateway's own. The supervisor
+restarts a server that dies and reports restarts through a callback (metrics).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import socket
+import sys
+import sysconfig
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from gateway.errors import UpstreamUnavailable
+
+log = logging.getLogger(__name__)
+
+DEFAULT_READY_TIMEOUT_S = 300.0
+DEFAULT_RESTART_BACKOFF_S = 1.0
+
+
+@dataclass(frozen=True)
+class TritonInstall:
+    """Where the wheel put the server, its libraries and the Python backend pieces."""
+
+    binary: Path
+    libs: Path
+    python_backend: Path
+    stub: Path
+
+    @classmethod
+    def find(cls) -> TritonInstall:
+        """Locate the pieces inside the installed ``nvidia-pytriton`` wheel."""
+        try:
+            import pytriton
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise UpstreamUnavailable(
+                "the embedded Triton needs the 'embedded' extra: pip install -e '.[embedded]'"
+            ) from exc
+        root = Path(pytriton.__file__).resolve().parent
+        site = root.parent
+        version = f"{sys.version_info.major}.{sys.version_info.minor}"
+        install = cls(
+            binary=root / "tritonserver" / "bin" / "tritonserver",
+            libs=site / "nvidia_pytriton.libs",
+            python_backend=root / "tritonserver" / "backends" / "python",
+            stub=root / "tritonserver" / "python_backend_stubs" / version / "triton_python_backend_stub",
+        )
+        missing = [p for p in (install.binary, install.libs, install.python_backend, install.stub) if not p.exists()]
+        if missing:
+            raise UpstreamUnavailable(f"nvidia-pytriton install is incomplete, missing: {missing}")
+        return install
+
+    def backend_dir(self, into: Path) -> Path:
+        """Assemble the one-folder Python backend under ``into`` and return its parent."""
+        python_dir = into / "python"
+        python_dir.mkdir(parents=True, exist_ok=True)
+        for source in (
+            self.python_backend / "libtriton_python.so",
+            self.python_backend / "triton_python_backend_utils.py",
+            self.stub,
+        ):
+            target = python_dir / source.name
+            if not target.exists():
+                shutil.copy2(source, target)
+        return into
+
+
+def free_loopback_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def server_environment(install: TritonInstall, base: Mapping[str, str], extra: Mapping[str, str]) -> dict[str, str]:
+    """The environment the stub needs: this interpreter first on PATH, both lib folders."""
+    env = dict(base)
+    env.update(extra)
+    bin_dir = str(Path(sys.executable).parent)
+    env["PATH"] = os.pathsep.join([bin_dir, env.get("PATH", "")])
+    libdir = sysconfig.get_config_var("LIBDIR") or ""
+    lib_path = [str(install.libs), libdir, env.get("LD_LIBRARY_PATH", "")]
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in lib_path if p)
+    return env
+
+
+@dataclass
+class EmbeddedTriton:
+    """One supervised ``tritonserver`` process serving ``model_repository`` on loopback.
+
+    ``start()`` returns once ``/v2/health/ready`` answers 200; ``stop()`` terminates it.
+    While running, a watchdog restarts the server if it exits.
+    """
+
+    model_repository: Path
+    env: Mapping[str, str] = field(default_factory=dict)
+    ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S
+    log_verbose: int = 0
+    on_restart: Callable[[], None] | None = None
+    http_port: int = 0
+    grpc_port: int = 0
+    metrics_port: int = 0
+    restarts: int = 0
+    _process: asyncio.subprocess.Process | None = None
+    _watchdog: asyncio.Task[None] | None = None
+    _workdir: Path | None = None
+    _stopping: bool = False
+    _ready: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def grpc_url(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    @property
+    def ready(self) -> bool:
+        return self._ready.is_set()
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    def command(self, install: TritonInstall, backend_dir: Path) -> list[str]:
+        return [
+            str(install.binary),
+            f"--model-repository={self.model_repository}",
+            f"--backend-directory={backend_dir}",
+            "--http-address=127.0.0.1",
+            f"--http-port={self.http_port}",
+            "--grpc-address=127.0.0.1",
+            f"--grpc-port={self.grpc_port}",
+            "--metrics-address=127.0.0.1",
+            f"--metrics-port={self.metrics_port}",
+            "--allow-metrics=true",
+            "--disable-auto-complete-config",
+            "--exit-on-error=true",
+            "--strict-readiness=true",
+            f"--log-verbose={self.log_verbose}",
+        ]
+
+    async def start(self) -> None:
+        """Launch, wait for readiness, then watch the process."""
+        self._stopping = False
+        await self._launch_and_wait()
+        self._watchdog = asyncio.create_task(self._watch(), name="triton-watchdog")
+
+    async def stop(self, grace_s: float = 10.0) -> None:
+        """Terminate the server: SIGTERM, wait up to ``grace_s``, then SIGKILL."""
+        self._stopping = True
+        self._ready.clear()
+        if self._watchdog:
+            self._watchdog.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watchdog
+        await self._terminate(grace_s)
+        if self._workdir:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
+
+    async def _terminate(self, grace_s: float) -> None:
+        process = self._process
+        if process is None or process.returncode is not None:
+            return
+        process.terminate()
+        try:
+            await asyncio.wait_for(process.wait(), grace_s)
+        except asyncio.TimeoutError:
+            process.kill()
+            await process.wait()
+
+    async def _launch_and_wait(self) -> None:
+        install = TritonInstall.find()
+        if self._workdir is None:
+            self._workdir = Path(tempfile.mkdtemp(prefix="mmgw-triton-"))
+        backend_dir = install.backend_dir(self._workdir / "backends")
+        # Ports are chosen once and kept across restarts, so clients reconnect to the same URL.
+        if not self.grpc_port:
+            self.http_port, self.grpc_port, self.metrics_port = (
+                free_loopback_port() for _ in range(3)
+            )
+        env = server_environment(install, os.environ, self.env)
+        log.info("starting tritonserver on grpc %s over %s", self.grpc_url, self.model_repository)
+        self._process = await asyncio.create_subprocess_exec(
+            *self.command(install, backend_dir),
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        await self._wait_ready()
+        self._ready.set()
+        log.info("tritonserver ready (pid %s)", self._process.pid)
+
+    async def _wait_ready(self) -> None:
+        assert self._process is not None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.ready_timeout_s
+        async with httpx.AsyncClient(timeout=2.0, trust_env=False) as http:
+            while loop.time() < deadline:
+                if self._process.returncode is not None:
+                    raise UpstreamUnavailable(
+                        f"tritonserver exited with code {self._process.returncode} before it was ready"
+                    )
+                with contextlib.suppress(httpx.HTTPError):
+                    response = await http.get(f"{self.http_url}/v2/health/ready")
+                    if response.status_code == 200:
+                        return
+                await asyncio.sleep(0.25)
+        await self._terminate(5.0)
+        raise UpstreamUnavailable(f"tritonserver was not ready within {self.ready_timeout_s:.0f} s")
+
+    async def _watch(self) -> None:
+        """Restart the server whenever it exits, with a short back-off between tries."""
+        while not self._stopping:
+            assert self._process is not None
+            code = await self._process.wait()
+            if self._stopping:
+                return
+            self._ready.clear()
+            log.error("tritonserver exited with code %s; restarting", code)
+            while not self._stopping:
+                await asyncio.sleep(DEFAULT_RESTART_BACKOFF_S)
+                try:
+                    await self._launch_and_wait()
+                except UpstreamUnavailable as exc:
+                    log.error("tritonserver restart failed: %s", exc)
+                    continue
+                self.restarts += 1
+                if self.on_restart:
+                    self.on_restart()
+                break

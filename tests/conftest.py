@@ -1,0 +1,35 @@
+"""Session-wide fixtures: one real co-launched tritonserver over server_repo/reference."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from gateway.triton.embedded import EmbeddedTriton
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+REFERENCE_REPOSITORY = REPO_ROOT / "server_repo" / "reference"
+
+
+@pytest.fixture(scope="session")
+def reference_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where tiny reference weights are generated; shared by Triton and in-process checks."""
+    configured = os.environ.get("MMGW_REFERENCE_CACHE")
+    return Path(configured) if configured else tmp_path_factory.mktemp("reference-cache")
+
+
+@pytest.fixture(scope="session")
+async def embedded_triton(reference_cache: Path) -> AsyncIterator[EmbeddedTriton]:
+    """The real tritonserver from the nvidia-pytriton wheel serving the reference models."""
+    server = EmbeddedTriton(
+        REFERENCE_REPOSITORY,
+        env={"MMGW_REFERENCE_CACHE": str(reference_cache), "MMGW_REFERENCE_DEVICE": "cpu"},
+    )
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
