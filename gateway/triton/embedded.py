@@ -64,9 +64,17 @@ class TritonInstall:
             binary=root / "tritonserver" / "bin" / "tritonserver",
             libs=site / "nvidia_pytriton.libs",
             python_backend=root / "tritonserver" / "backends" / "python",
-            stub=root / "tritonserver" / "python_backend_stubs" / version / "triton_python_backend_stub",
+            stub=root
+            / "tritonserver"
+            / "python_backend_stubs"
+            / version
+            / "triton_python_backend_stub",
         )
-        missing = [p for p in (install.binary, install.libs, install.python_backend, install.stub) if not p.exists()]
+        missing = [
+            p
+            for p in (install.binary, install.libs, install.python_backend, install.stub)
+            if not p.exists()
+        ]
         if missing:
             raise UpstreamUnavailable(f"nvidia-pytriton install is incomplete, missing: {missing}")
         return install
@@ -93,7 +101,9 @@ def free_loopback_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def server_environment(install: TritonInstall, base: Mapping[str, str], extra: Mapping[str, str]) -> dict[str, str]:
+def server_environment(
+    install: TritonInstall, base: Mapping[str, str], extra: Mapping[str, str]
+) -> dict[str, str]:
     """The environment the stub needs: this interpreter first on PATH, both lib folders."""
     env = dict(base)
     env.update(extra)
@@ -222,7 +232,8 @@ class EmbeddedTriton:
             while loop.time() < deadline:
                 if self._process.returncode is not None:
                     raise UpstreamUnavailable(
-                        f"tritonserver exited with code {self._process.returncode} before it was ready"
+                        f"tritonserver exited with code {self._process.returncode} "
+                        "before it was ready"
                     )
                 with contextlib.suppress(httpx.HTTPError):
                     response = await http.get(f"{self.http_url}/v2/health/ready")

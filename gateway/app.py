@@ -1,0 +1,77 @@
+"""``create_app(settings)``: the lifespan that builds the runtime, routers, middleware, errors.
+
+Each call builds an independent app (tests build several); nothing is created at import.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from gateway.config import Settings
+from gateway.errors import GatewayError, InvalidRequest
+from gateway.observability.middleware import InFlightLimitMiddleware, RequestIdMiddleware
+from gateway.routes import chat, health, models
+from gateway.runtime import Runtime, build_runtime
+
+log = logging.getLogger(__name__)
+
+
+def _error_response(error: GatewayError) -> JSONResponse:
+    return JSONResponse(error.to_body(), status_code=error.status_code)
+
+
+async def _gateway_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, GatewayError)
+    if exc.status_code >= 500:
+        log.warning("request failed: %s", exc.message)
+    return _error_response(exc)
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    error = GatewayError(str(exc.detail), code="not_found" if exc.status_code == 404 else None)
+    error.status_code = exc.status_code
+    error.error_type = "invalid_request_error" if exc.status_code < 500 else "server_error"
+    return _error_response(error)
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    return _error_response(InvalidRequest(str(exc)))
+
+
+async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unhandled error")
+    return _error_response(GatewayError("internal server error"))
+
+
+def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
+    """The gateway app. Pass ``runtime`` to share one (tests); else the lifespan builds it."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        owned = runtime is None
+        app.state.runtime = runtime or await build_runtime(settings)
+        try:
+            yield
+        finally:
+            if owned:
+                await app.state.runtime.aclose()
+
+    app = FastAPI(title="multimodal-gateway", lifespan=lifespan, docs_url="/docs")
+    app.include_router(chat.router)
+    app.include_router(models.router)
+    app.include_router(health.router)
+    app.add_exception_handler(GatewayError, _gateway_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(Exception, _unexpected_error)
+    app.add_middleware(InFlightLimitMiddleware, limit=settings.server.max_in_flight)
+    app.add_middleware(RequestIdMiddleware)
+    return app

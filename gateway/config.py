@@ -1,0 +1,168 @@
+"""Settings: which models are served, where Triton is, and every limit, loaded once.
+
+One pydantic-settings class, read from (highest priority first) explicit overrides (the
+CLI), ``MMGW_*`` environment variables (nested with ``__``, e.g. ``MMGW_SERVER__PORT``), a
+TOML file, then the defaults here. Nothing reads the environment after start-up: the
+loaded ``Settings`` is passed to ``create_app``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_REFERENCE_REPOSITORY = PACKAGE_ROOT / "server_repo" / "reference"
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+DEFAULT_MAX_TOKENS = 256
+
+
+class ServerSettings(BaseModel):
+    """Where the gateway itself listens."""
+
+    host: str = DEFAULT_HOST
+    port: int = Field(DEFAULT_PORT, ge=0, le=65535)
+    max_body_bytes: int = Field(64 * 1024 * 1024, ge=1024)
+    max_in_flight: int = Field(512, ge=1)
+    drain_timeout_s: float = Field(30.0, ge=0)
+
+
+class EmbeddedSettings(BaseModel):
+    """The co-launched reference Triton; used when a served model names no ``triton_url``."""
+
+    enabled: bool = True
+    model_repository: Path = DEFAULT_REFERENCE_REPOSITORY
+    device: Literal["cpu", "cuda", "auto"] = "auto"
+    cache_dir: Path | None = None
+    ready_timeout_s: float = Field(600.0, gt=0)
+    checkpoints: dict[str, str] = Field(
+        default_factory=dict,
+        description="Triton model name -> Hugging Face checkpoint directory to serve instead of "
+        "the tiny generated weights.",
+    )
+
+
+class Limits(BaseModel):
+    """Per-request caps. Every one is explicit; a request over any of them gets a 400."""
+
+    max_images_per_request: int = Field(8, ge=0)
+    max_media_bytes: int = Field(20 * 1024 * 1024, ge=1)
+    max_image_pixels: int = Field(40_000_000, ge=1)
+    fetch_connect_timeout_s: float = Field(5.0, gt=0)
+    fetch_total_timeout_s: float = Field(20.0, gt=0)
+    fetch_max_redirects: int = Field(3, ge=0)
+    allowed_domains: tuple[str, ...] = ()
+    max_tokens_cap: int = Field(4096, ge=1)
+    decode_workers: int = Field(2, ge=1)
+
+
+class ServedModel(BaseModel):
+    """One OpenAI model id and the Triton model that serves it."""
+
+    id: str
+    family: str
+    triton_model: str
+    triton_url: str | None = Field(None, description="host:port of Triton's gRPC; None = embedded")
+    max_images: int | None = Field(None, ge=0, description="engine's max images per request")
+    default_max_tokens: int = Field(DEFAULT_MAX_TOKENS, ge=1)
+    kv_tokens_per_block: int | None = Field(
+        None, ge=1, description="TRT-LLM tokens_per_block; read from the model config if unset"
+    )
+    streaming: Literal["delta", "cumulative"] = Field(
+        "delta",
+        description="'delta': each Triton response holds only new text (the ensemble); "
+        "'cumulative': the full text so far (BLS with accumulate_tokens).",
+    )
+    end_id: int | None = None
+    pad_id: int | None = None
+    owned_by: str = "multimodal-gateway"
+
+
+def default_models() -> list[ServedModel]:
+    """The embedded reference models served when the config names none."""
+    return [
+        ServedModel(id="reference-llava", family="llava", triton_model="reference_llava"),
+        ServedModel(
+            id="reference-llava-onevision",
+            family="llava_onevision",
+            triton_model="reference_llava_onevision",
+        ),
+    ]
+
+
+class Settings(BaseSettings):
+    """Everything the gateway needs to start."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="MMGW_", env_nested_delimiter="__", extra="forbid", frozen=True
+    )
+
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    embedded: EmbeddedSettings = Field(default_factory=EmbeddedSettings)
+    limits: Limits = Field(default_factory=Limits)
+    models: list[ServedModel] = Field(default_factory=default_models)
+    api_keys: tuple[str, ...] = ()
+    unsafe_allow_private_media_urls_for_tests: bool = Field(
+        False,
+        description="Lets media URLs reach loopback/private addresses. Tests only: it disables "
+        "the SSRF guard.",
+    )
+
+    @field_validator("models")
+    @classmethod
+    def _unique_ids(cls, models: list[ServedModel]) -> list[ServedModel]:
+        ids = [m.id for m in models]
+        duplicates = sorted({i for i in ids if ids.count(i) > 1})
+        if duplicates:
+            raise ValueError(f"duplicate model ids: {duplicates}")
+        if not models:
+            raise ValueError("at least one model must be served")
+        return models
+
+    @model_validator(mode="after")
+    def _embedded_needed(self) -> Settings:
+        if not self.embedded.enabled and any(m.triton_url is None for m in self.models):
+            raise ValueError("models without triton_url need the embedded Triton enabled")
+        return self
+
+    @property
+    def needs_embedded(self) -> bool:
+        return self.embedded.enabled and any(m.triton_url is None for m in self.models)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml_file = settings_cls.model_config.get("toml_file")
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if toml_file:
+            sources.append(TomlConfigSettingsSource(settings_cls))
+        return tuple(sources)
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Settings from overrides, environment, then ``config_file`` (TOML), then defaults."""
+    if config_file is None:
+        return Settings(**overrides)
+    if not config_file.is_file():
+        raise FileNotFoundError(f"config file not found: {config_file}")
+
+    class _FromFile(Settings):
+        model_config = SettingsConfigDict(toml_file=config_file)
+
+    loaded = _FromFile(**overrides)
+    return Settings.model_validate(loaded.model_dump())

@@ -1,0 +1,157 @@
+"""One chat completion: model -> media -> family -> Triton -> deltas and an outcome.
+
+``prepare_chat`` does everything that can fail because of the request (before any byte of
+the response is sent, so those failures keep their 4xx status); ``relay`` turns Triton's
+responses into text deltas and ends with an ``Outcome`` (finish reason and usage). The
+stream loop only relays: formatting belongs to ``streaming/``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from gateway.errors import InvalidRequest
+from gateway.pipeline.conversation import parse_messages
+from gateway.pipeline.images import prepare_images
+from gateway.protocol.chat import ChatCompletionRequest
+from gateway.runtime import Runtime, ServedRuntime
+from gateway.streaming.chunks import UsageCounts
+from gateway.streaming.text import CumulativeToDelta, StopMatcher
+from gateway.triton.contract import ModelContract
+from gateway.triton.tensors import GenerationRequest, build_inputs
+
+
+@dataclass(frozen=True)
+class PreparedChat:
+    served: ServedRuntime
+    contract: ModelContract
+    generation: GenerationRequest
+    stops: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    finish_reason: str
+    usage: UsageCounts
+
+
+def _refuse_unsupported(request: ChatCompletionRequest) -> None:
+    if request.n != 1:
+        raise InvalidRequest("only n=1 is supported", param="n", code="unsupported_parameter")
+    if request.tools:
+        raise InvalidRequest(
+            "tool calling is not supported by this gateway",
+            param="tools",
+            code="unsupported_parameter",
+        )
+    if request.logprobs:
+        raise InvalidRequest(
+            "logprobs are not supported", param="logprobs", code="unsupported_parameter"
+        )
+    if request.response_format and request.response_format.type != "text":
+        raise InvalidRequest(
+            "only response_format type 'text' is supported",
+            param="response_format",
+            code="unsupported_parameter",
+        )
+
+
+def _max_tokens(request: ChatCompletionRequest, served: ServedRuntime, cap: int) -> int:
+    requested = request.requested_max_tokens
+    if requested is not None and requested > cap:
+        raise InvalidRequest(
+            f"max_tokens is {requested}; this gateway allows at most {cap}",
+            param="max_completion_tokens" if request.max_completion_tokens else "max_tokens",
+        )
+    return requested or min(served.config.default_max_tokens, cap)
+
+
+def _sampling(request: ChatCompletionRequest) -> dict[str, float | int | None]:
+    """OpenAI sampling -> TRT-LLM's. TRT-LLM treats top_k=0 with top_p=0 as greedy."""
+    temperature = 1.0 if request.temperature is None else request.temperature
+    if temperature == 0.0:
+        return {"temperature": 0.0, "top_k": 1, "top_p": 0.0}
+    top_p = 1.0 if request.top_p is None else request.top_p
+    return {"temperature": temperature, "top_k": request.top_k or 0, "top_p": top_p}
+
+
+async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> PreparedChat:
+    """Validate, fetch and preprocess media, render the prompt and pick every input."""
+    served = runtime.model(request.model)
+    _refuse_unsupported(request)
+    parsed = parse_messages(request.messages)
+    family = served.family
+    family.check_text(parsed.conversation)
+    text_input = family.render(parsed.conversation)
+    contract = await served.get_contract()
+    images = await prepare_images(parsed.image_urls, served, runtime)
+    stops = tuple(dict.fromkeys([*request.stop_list, *family.stop_strings]))
+    generation = GenerationRequest(
+        text_input=text_input,
+        max_tokens=_max_tokens(request, served, runtime.settings.limits.max_tokens_cap),
+        stream=contract.decoupled,
+        seed=request.seed,
+        min_tokens=request.min_tokens,
+        end_id=served.config.end_id if served.config.end_id is not None else family.default_end_id,
+        pad_id=served.config.pad_id if served.config.pad_id is not None else family.default_pad_id,
+        presence_penalty=request.presence_penalty,
+        frequency_penalty=request.frequency_penalty,
+        repetition_penalty=request.repetition_penalty,
+        prompt_table_extra_id=images.extra_id if images else None,
+        stop_words=stops,
+        images=(images.tensor_name, images.tensor) if images else None,
+        **_sampling(request),  # type: ignore[arg-type]
+    )
+    return PreparedChat(served, contract, generation, stops)
+
+
+async def relay(prepared: PreparedChat, request_id: str) -> AsyncIterator[str | Outcome]:
+    """Text deltas as Triton produces them, then one ``Outcome``.
+
+    Leaving early (a stop string matched, the caller went away) closes the Triton stream,
+    which cancels the request upstream.
+    """
+    served = prepared.served
+    inputs = build_inputs(prepared.generation, prepared.contract)
+    stop = StopMatcher(prepared.stops)
+    to_delta = CumulativeToDelta() if served.config.streaming == "cumulative" else None
+    steps = 0
+    counters: dict[str, int] = {}
+    stream = served.client.stream(served.config.triton_model, inputs, request_id)
+    try:
+        async for response in stream:
+            counters.update(response.counters)
+            if response.has_output and not response.final:
+                steps += 1
+            text = to_delta(response.text) if to_delta else response.text
+            emitted = stop.feed(text)
+            if emitted:
+                yield emitted
+            if stop.stopped:
+                break
+    finally:
+        await stream.aclose()
+    tail = stop.flush()
+    if tail:
+        yield tail
+    yield _outcome(prepared, steps, counters, stop.stopped)
+
+
+def _outcome(
+    prepared: PreparedChat, steps: int, counters: dict[str, int], stopped: bool
+) -> Outcome:
+    completion = counters.get("num_output_tokens", steps)
+    max_tokens = prepared.generation.max_tokens
+    finish = "length" if not stopped and completion >= max_tokens else "stop"
+    cached = None
+    reused_blocks = counters.get("kv_cache_reused_blocks")
+    block = prepared.served.tokens_per_block
+    if reused_blocks is not None and block:
+        cached = reused_blocks * block
+    usage = UsageCounts(
+        prompt_tokens=counters.get("num_input_tokens", 0),
+        completion_tokens=completion,
+        cached_tokens=cached,
+    )
+    return Outcome(finish, usage)

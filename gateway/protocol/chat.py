@@ -1,0 +1,137 @@
+"""OpenAI chat-completions wire types (request side). No I/O and no logic beyond validation.
+
+Responses and stream chunks are built as plain dicts in ``streaming/chunks.py``: a pydantic
+model per token would cost more than the rest of the relay.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+MAX_STOP_SEQUENCES = 16
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class TextPart(_Part):
+    type: Literal["text"]
+    text: str
+
+
+class ImageURL(_Part):
+    url: str = Field(min_length=1)
+    detail: Literal["auto", "low", "high"] | None = None
+
+
+class ImageURLPart(_Part):
+    type: Literal["image_url"]
+    image_url: ImageURL
+
+
+class VideoURL(_Part):
+    url: str = Field(min_length=1)
+
+
+class VideoURLPart(_Part):
+    type: Literal["video_url"]
+    video_url: VideoURL
+
+
+class InputAudio(_Part):
+    data: str
+    format: str
+
+
+class InputAudioPart(_Part):
+    type: Literal["input_audio"]
+    input_audio: InputAudio
+
+
+class AudioURL(_Part):
+    url: str = Field(min_length=1)
+
+
+class AudioURLPart(_Part):
+    type: Literal["audio_url"]
+    audio_url: AudioURL
+
+
+ContentPart = Annotated[
+    TextPart | ImageURLPart | VideoURLPart | InputAudioPart | AudioURLPart,
+    Field(discriminator="type"),
+]
+
+
+class ChatMessage(_Part):
+    role: Literal["system", "developer", "user", "assistant"]
+    content: str | list[ContentPart] | None = None
+    name: str | None = None
+
+
+class StreamOptions(_Part):
+    include_usage: bool = False
+
+
+class ResponseFormat(_Part):
+    type: str = "text"
+
+
+class ChatCompletionRequest(BaseModel):
+    """The request body of ``POST /v1/chat/completions``.
+
+    Unknown fields are ignored, as OpenAI-compatible servers do; known fields the gateway
+    cannot honour are refused by the pipeline with a 400 rather than silently dropped.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str = Field(min_length=1)
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
+    temperature: float | None = Field(None, ge=0.0, le=2.0)
+    top_p: float | None = Field(None, gt=0.0, le=1.0)
+    top_k: int | None = Field(None, ge=0)
+    seed: int | None = Field(None, ge=0, le=2**64 - 1)
+    stop: str | list[str] | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    n: int = Field(1, ge=1)
+    presence_penalty: float | None = Field(None, ge=-2.0, le=2.0)
+    frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)
+    repetition_penalty: float | None = Field(None, gt=0.0)
+    min_tokens: int | None = Field(None, ge=0)
+    logprobs: bool | None = None
+    top_logprobs: int | None = None
+    tools: list[Any] | None = None
+    tool_choice: Any = None
+    response_format: ResponseFormat | None = None
+    user: str | None = None
+
+    @field_validator("stop")
+    @classmethod
+    def _stop_list(cls, stop: str | list[str] | None) -> list[str] | None:
+        if stop is None:
+            return None
+        stops = [stop] if isinstance(stop, str) else stop
+        if len(stops) > MAX_STOP_SEQUENCES:
+            raise ValueError(f"at most {MAX_STOP_SEQUENCES} stop sequences are allowed")
+        if any(not s for s in stops):
+            raise ValueError("stop sequences must not be empty")
+        return stops
+
+    @property
+    def stop_list(self) -> list[str]:
+        return list(self.stop or [])
+
+    @property
+    def requested_max_tokens(self) -> int | None:
+        return self.max_completion_tokens or self.max_tokens
+
+    @property
+    def include_usage(self) -> bool:
+        return bool(self.stream_options and self.stream_options.include_usage)

@@ -1,0 +1,60 @@
+"""Read and validate a JSON body into a wire type, with OpenAI-style 4xx errors.
+
+FastAPI's automatic body parsing answers 422 with ``{"detail": ...}``; OpenAI clients
+expect 400 with an error object naming the offending parameter, so routes parse here.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from fastapi import Request
+from pydantic import BaseModel, ValidationError
+
+from gateway.errors import InvalidRequest, MediaTooLarge
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+async def read_capped(request: Request, max_bytes: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > max_bytes:
+        raise MediaTooLarge(f"request body is over {max_bytes} bytes", code="request_too_large")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_bytes:
+            raise MediaTooLarge(f"request body is over {max_bytes} bytes", code="request_too_large")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _location(error: dict) -> str:  # type: ignore[type-arg]
+    parts: list[str] = []
+    for item in error.get("loc", ()):
+        if isinstance(item, int):
+            parts.append(f"[{item}]")
+        else:
+            parts.append(("." if parts else "") + str(item))
+    return "".join(parts)
+
+
+async def parse_body(request: Request, model: type[Model], max_bytes: int) -> Model:
+    raw = await read_capped(request, max_bytes)
+    if not raw.strip():
+        raise InvalidRequest("the request body is empty; expected a JSON object")
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        first = errors[0]
+        if first.get("type") == "json_invalid":
+            raise InvalidRequest(
+                f"the request body is not valid JSON: {first.get('msg')}"
+            ) from None
+        where = _location(first)
+        message = f"{where}: {first.get('msg')}" if where else str(first.get("msg"))
+        if len(errors) > 1:
+            message += f" (and {len(errors) - 1} more problem(s))"
+        raise InvalidRequest(message, param=where or None) from None

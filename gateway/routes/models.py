@@ -1,0 +1,27 @@
+"""GET /v1/models and /v1/models/{id}: the served model ids."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, Request
+
+from gateway.protocol.common import ModelCard, ModelList
+
+router = APIRouter()
+_CREATED = int(time.time())
+
+
+def _card(served) -> ModelCard:  # type: ignore[no-untyped-def]
+    return ModelCard(id=served.config.id, created=_CREATED, owned_by=served.config.owned_by)
+
+
+@router.get("/v1/models")
+async def list_models(request: Request) -> ModelList:
+    runtime = request.app.state.runtime
+    return ModelList(data=[_card(s) for s in runtime.models.values()])
+
+
+@router.get("/v1/models/{model_id:path}")
+async def get_model(model_id: str, request: Request) -> ModelCard:
+    return _card(request.app.state.runtime.model(model_id))

@@ -1,0 +1,136 @@
+"""The state one running gateway holds, built in the app's lifespan and torn down there.
+
+Nothing here is module-level: tests build as many runtimes as they like. Contracts are
+read from Triton at start-up; a model whose Triton is not reachable yet is looked up
+again on first use, so the gateway can start before an external Triton does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+
+from gateway.config import ServedModel, Settings
+from gateway.errors import GatewayError, ModelNotFound
+from gateway.families.base import Family
+from gateway.families.registry import get_family
+from gateway.media.fetch import FetchLimits, MediaFetcher
+from gateway.media.identity import ExtraIdRegistry
+from gateway.triton.client import TritonClient
+from gateway.triton.contract import ModelContract
+from gateway.triton.embedded import EmbeddedTriton
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ServedRuntime:
+    """One served model: its settings, family, Triton client and discovered contract."""
+
+    config: ServedModel
+    family: Family
+    client: TritonClient
+    contract: ModelContract | None = None
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def get_contract(self) -> ModelContract:
+        if self.contract is None:
+            async with self._lock:
+                if self.contract is None:
+                    self.contract = await self.client.contract(self.config.triton_model)
+        return self.contract
+
+    @property
+    def tokens_per_block(self) -> int | None:
+        if self.config.kv_tokens_per_block:
+            return self.config.kv_tokens_per_block
+        return self.contract.int_parameter("tokens_per_block") if self.contract else None
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    models: dict[str, ServedRuntime]
+    clients: dict[str, TritonClient]
+    fetcher: MediaFetcher
+    extra_ids: ExtraIdRegistry
+    decode_slots: asyncio.Semaphore
+    embedded: EmbeddedTriton | None = None
+
+    def model(self, model_id: str) -> ServedRuntime:
+        try:
+            return self.models[model_id]
+        except KeyError:
+            raise ModelNotFound(
+                f"The model '{model_id}' does not exist or is not served here; see GET /v1/models",
+                param="model",
+            ) from None
+
+    async def ready(self) -> bool:
+        """True when every Triton answers ready and has its served models loaded."""
+        names: dict[str, list[str]] = {}
+        for served in self.models.values():
+            names.setdefault(served.client.url, []).append(served.config.triton_model)
+        checks = [self.clients[url].is_ready(models) for url, models in names.items()]
+        return all(await asyncio.gather(*checks))
+
+    async def aclose(self) -> None:
+        await self.fetcher.aclose()
+        for client in self.clients.values():
+            await client.close()
+        if self.embedded is not None:
+            await self.embedded.stop()
+
+
+def embedded_environment(settings: Settings) -> dict[str, str]:
+    """Variables the reference models read inside the co-launched Triton."""
+    env = {"MMGW_REFERENCE_DEVICE": settings.embedded.device}
+    if settings.embedded.cache_dir is not None:
+        env["MMGW_REFERENCE_CACHE"] = str(settings.embedded.cache_dir)
+    for triton_model, checkpoint in settings.embedded.checkpoints.items():
+        env[f"MMGW_{triton_model.upper()}_CHECKPOINT"] = checkpoint
+    return env
+
+
+async def build_runtime(settings: Settings) -> Runtime:
+    """Launch the embedded Triton if needed, connect, and read every model's contract."""
+    embedded = None
+    if settings.needs_embedded:
+        embedded = EmbeddedTriton(
+            settings.embedded.model_repository,
+            env=embedded_environment(settings),
+            ready_timeout_s=settings.embedded.ready_timeout_s,
+        )
+        await embedded.start()
+    clients: dict[str, TritonClient] = {}
+    models: dict[str, ServedRuntime] = {}
+    for served in settings.models:
+        url = served.triton_url or (embedded.grpc_url if embedded else "")
+        client = clients.setdefault(url, TritonClient(url))
+        models[served.id] = ServedRuntime(served, get_family(served.family), client)
+    for served_runtime in models.values():
+        try:
+            await served_runtime.get_contract()
+        except GatewayError as exc:
+            log.warning("%s; will retry on first request", exc.message)
+    limits = settings.limits
+    fetcher = MediaFetcher(
+        FetchLimits(
+            max_bytes=limits.max_media_bytes,
+            connect_timeout_s=limits.fetch_connect_timeout_s,
+            total_timeout_s=limits.fetch_total_timeout_s,
+            max_redirects=limits.fetch_max_redirects,
+            allowed_domains=limits.allowed_domains,
+        ),
+        unsafe_allow_private_addresses_for_tests=settings.unsafe_allow_private_media_urls_for_tests,
+    )
+    return Runtime(
+        settings=settings,
+        models=models,
+        clients=clients,
+        fetcher=fetcher,
+        extra_ids=ExtraIdRegistry(),
+        decode_slots=asyncio.Semaphore(limits.decode_workers),
+        embedded=embedded,
+    )

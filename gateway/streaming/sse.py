@@ -1,0 +1,57 @@
+"""Relay deltas as Server-Sent Events in OpenAI's chunk format, ending with ``[DONE]``.
+
+The generator's ``finally`` closes the upstream iterator: when the HTTP client goes away
+Starlette cancels this generator, and closing the relay cancels the Triton stream.
+An error after the first byte cannot change the status code any more, so it is sent as
+an ``error`` event (as OpenAI does) followed by ``[DONE]``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+
+from gateway.errors import GatewayError, UpstreamFailed
+from gateway.pipeline.chat import Outcome
+from gateway.streaming.chunks import DONE_FRAME, ChunkWriter, error_frame
+
+log = logging.getLogger(__name__)
+
+
+async def first_item(events: AsyncIterator[str | Outcome]) -> str | Outcome:
+    """Pull the first event before answering, so early failures keep their status code."""
+    try:
+        return await anext(events)
+    except BaseException:
+        await events.aclose()
+        raise
+
+
+async def sse_events(
+    first: str | Outcome,
+    events: AsyncIterator[str | Outcome],
+    writer: ChunkWriter,
+    include_usage: bool,
+) -> AsyncIterator[bytes]:
+    try:
+        yield writer.role()
+        item: str | Outcome | None = first
+        while item is not None:
+            if isinstance(item, Outcome):
+                yield writer.finish(item.finish_reason)
+                if include_usage:
+                    yield writer.usage(item.usage)
+                break
+            if item:
+                yield writer.content(item)
+            item = await anext(events, None)
+        yield DONE_FRAME
+    except GatewayError as exc:
+        yield error_frame(exc.to_body())
+        yield DONE_FRAME
+    except Exception as exc:  # the response has started: report, never hang
+        log.exception("stream failed")
+        yield error_frame(UpstreamFailed(f"the stream failed: {type(exc).__name__}").to_body())
+        yield DONE_FRAME
+    finally:
+        await events.aclose()

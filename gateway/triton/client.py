@@ -1,0 +1,144 @@
+"""The only room that speaks gRPC: one reused client per Triton, one stream per request.
+
+Each request opens one bidirectional ``ModelStreamInfer`` stream, sends its single request
+and reads responses until Triton's empty final response. Leaving the iterator early (the
+HTTP client went away, a stop string matched) cancels the gRPC call, which cancels the
+request inside Triton. Foreign errors are translated here, once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import numpy as np
+import tritonclient.grpc.aio as grpcclient
+from tritonclient.utils import InferenceServerException
+
+from gateway.errors import GatewayError, InvalidRequest, UpstreamFailed, UpstreamUnavailable
+from gateway.triton.contract import ModelContract, parse_model_config
+
+# Triton reports model-side validation failures only as text; these mark the caller's fault.
+_CLIENT_FAULT = re.compile(
+    r"exceed|too (long|many|large)|invalid|must be|out of range|not supported|unsupported",
+    re.IGNORECASE,
+)
+_COUNTERS = ("num_input_tokens", "num_output_tokens", "kv_cache_reused_blocks")
+
+
+@dataclass(frozen=True)
+class TritonResponse:
+    """One streamed response: its text and whichever counters the model returned."""
+
+    text: str
+    final: bool
+    has_output: bool
+    counters: dict[str, int]
+
+
+def translate_error(exc: BaseException) -> GatewayError:
+    """A tritonclient or gRPC error -> the gateway's error tree."""
+    if isinstance(exc, grpc.aio.AioRpcError):
+        code = exc.code()
+        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            return UpstreamUnavailable("the inference server is unavailable; retry shortly")
+        message = exc.details() or str(code)
+    else:
+        message = exc.message() if isinstance(exc, InferenceServerException) else str(exc)
+        status = exc.status() if isinstance(exc, InferenceServerException) else None
+        if status and "UNAVAILABLE" in str(status):
+            return UpstreamUnavailable("the inference server is unavailable; retry shortly")
+    message = (message or "inference failed").strip()
+    if "unavailable" in message.lower() or "not ready" in message.lower():
+        return UpstreamUnavailable(f"the inference server is not ready: {message}")
+    if _CLIENT_FAULT.search(message):
+        return InvalidRequest(f"the model rejected the request: {message}", code="model_rejected")
+    return UpstreamFailed(f"the inference server failed: {message}")
+
+
+def _response(result: grpcclient.InferResult) -> TritonResponse:
+    raw = result.get_response()
+    final_param = raw.parameters.get("triton_final_response")
+    final = bool(final_param.bool_param) if final_param is not None else False
+    text_array = result.as_numpy("text_output")
+    text = ""
+    has_output = text_array is not None
+    if text_array is not None and text_array.size:
+        value = text_array.reshape(-1)[0]
+        text = value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
+    counters: dict[str, int] = {}
+    for name in _COUNTERS:
+        array = result.as_numpy(name)
+        if array is not None and array.size:
+            counters[name] = int(np.asarray(array).reshape(-1)[0])
+    return TritonResponse(text=text, final=final, has_output=has_output, counters=counters)
+
+
+class TritonClient:
+    """One gRPC channel to one Triton, shared by every request to it."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._client = grpcclient.InferenceServerClient(url)
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    async def is_ready(self, model_names: Sequence[str] = ()) -> bool:
+        try:
+            if not await self._client.is_server_ready(client_timeout=2.0):
+                return False
+            for name in model_names:
+                if not await self._client.is_model_ready(name, client_timeout=2.0):
+                    return False
+        except (InferenceServerException, grpc.RpcError):
+            return False
+        return True
+
+    async def contract(self, model_name: str) -> ModelContract:
+        try:
+            config: dict[str, Any] = await self._client.get_model_config(
+                model_name, as_json=True, client_timeout=10.0
+            )
+        except (InferenceServerException, grpc.RpcError) as exc:
+            raise UpstreamUnavailable(
+                f"cannot read the config of Triton model {model_name!r} at {self.url}: {exc}"
+            ) from exc
+        return parse_model_config(config.get("config", config))
+
+    async def stream(
+        self, model_name: str, inputs: list[grpcclient.InferInput], request_id: str
+    ) -> AsyncIterator[TritonResponse]:
+        """Responses for one request until the final one; cancels the call if left early."""
+
+        async def one_request() -> AsyncIterator[dict[str, Any]]:
+            yield {
+                "model_name": model_name,
+                "inputs": inputs,
+                "request_id": request_id,
+                "enable_empty_final_response": True,
+            }
+
+        try:
+            call = self._client.stream_infer(one_request())
+        except (InferenceServerException, grpc.RpcError) as exc:
+            raise translate_error(exc) from exc
+        finished = False
+        try:
+            async for result, error in call:
+                if error is not None:
+                    raise translate_error(error)
+                response = _response(result)
+                yield response
+                if response.final:
+                    finished = True
+                    return
+            raise UpstreamFailed("the inference server closed the stream before finishing")
+        except grpc.RpcError as exc:
+            raise translate_error(exc) from exc
+        finally:
+            if not finished:
+                call.cancel()
