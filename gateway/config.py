@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -26,7 +26,13 @@ DEFAULT_PORT = 8000
 DEFAULT_MAX_TOKENS = 256
 
 
-class ServerSettings(BaseModel):
+class _Strict(BaseModel):
+    """Config sections refuse unknown keys: a typo must fail loudly, not be ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ServerSettings(_Strict):
     """Where the gateway itself listens."""
 
     host: str = DEFAULT_HOST
@@ -36,7 +42,7 @@ class ServerSettings(BaseModel):
     drain_timeout_s: float = Field(30.0, ge=0)
 
 
-class EmbeddedSettings(BaseModel):
+class EmbeddedSettings(_Strict):
     """The co-launched reference Triton; used when a served model names no ``triton_url``."""
 
     enabled: bool = True
@@ -51,7 +57,7 @@ class EmbeddedSettings(BaseModel):
     )
 
 
-class Limits(BaseModel):
+class Limits(_Strict):
     """Per-request caps. Every one is explicit; a request over any of them gets a 400."""
 
     max_images_per_request: int = Field(8, ge=0)
@@ -65,7 +71,7 @@ class Limits(BaseModel):
     decode_workers: int = Field(2, ge=1)
 
 
-class ServedModel(BaseModel):
+class ServedModel(_Strict):
     """One OpenAI model id and the Triton model that serves it."""
 
     id: str

@@ -1,0 +1,122 @@
+"""End-to-end fixtures: the gateway served by uvicorn on loopback in front of the session's
+real tritonserver, and a loopback HTTP server that serves test images."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import threading
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pytest
+import uvicorn
+from PIL import Image
+
+from gateway.app import create_app
+from gateway.config import EmbeddedSettings, ServedModel, Settings
+from gateway.triton.embedded import EmbeddedTriton, free_loopback_port
+
+
+def make_image(seed: int, size: tuple[int, int] = (320, 240), fmt: str = "PNG") -> bytes:
+    """A deterministic, non-trivial test image (gradients plus seeded noise)."""
+    rng = np.random.default_rng(seed)
+    width, height = size
+    y, x = np.mgrid[0:height, 0:width]
+    pixels = np.stack(
+        [(x * 255 // max(width - 1, 1)), (y * 255 // max(height - 1, 1)), (x + y) % 256], axis=-1
+    ).astype(np.int32)
+    pixels = np.clip(pixels + rng.integers(-40, 40, pixels.shape), 0, 255).astype(np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, format=fmt)
+    return buffer.getvalue()
+
+
+@dataclass
+class MediaServer:
+    base_url: str
+    files: dict[str, tuple[bytes, str]]
+    hits: dict[str, int]
+
+    def url(self, name: str) -> str:
+        return f"{self.base_url}/{name}"
+
+
+@pytest.fixture(scope="session")
+def media_server() -> Iterator[MediaServer]:
+    files: dict[str, tuple[bytes, str]] = {
+        "red.png": (make_image(1), "image/png"),
+        "blue.jpg": (make_image(2, (400, 300), "JPEG"), "image/jpeg"),
+        "green.png": (make_image(3, (256, 256)), "image/png"),
+        "not-an-image.png": (b"this is plain text, not a picture\n" * 20, "image/png"),
+    }
+    hits: dict[str, int] = {}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            name = self.path.lstrip("/")
+            hits[name] = hits.get(name, 0) + 1
+            if name not in files:
+                self.send_error(404)
+                return
+            body, content_type = files[name]
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield MediaServer(f"http://127.0.0.1:{server.server_address[1]}", files, hits)
+    finally:
+        server.shutdown()
+
+
+def e2e_settings(triton: EmbeddedTriton) -> Settings:
+    models = [
+        ServedModel(
+            id="reference-llava",
+            family="llava",
+            triton_model="reference_llava",
+            triton_url=triton.grpc_url,
+        ),
+        ServedModel(
+            id="reference-llava-onevision",
+            family="llava_onevision",
+            triton_model="reference_llava_onevision",
+            triton_url=triton.grpc_url,
+        ),
+    ]
+    return Settings(
+        models=models,
+        embedded=EmbeddedSettings(enabled=False),
+        unsafe_allow_private_media_urls_for_tests=True,
+    )
+
+
+@pytest.fixture(scope="session")
+async def gateway_url(embedded_triton: EmbeddedTriton) -> AsyncIterator[str]:
+    """The gateway, really listening on a loopback port, in this test session's loop."""
+    port = free_loopback_port()
+    config = uvicorn.Config(
+        create_app(e2e_settings(embedded_triton)), host="127.0.0.1", port=port, log_level="warning"
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await task
