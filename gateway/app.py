@@ -14,6 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from gateway.auth import ApiKeyMiddleware
 from gateway.config import Settings
 from gateway.errors import GatewayError, InvalidRequest
 from gateway.observability.middleware import InFlightLimitMiddleware, RequestIdMiddleware
@@ -73,5 +74,6 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(Exception, _unexpected_error)
     app.add_middleware(InFlightLimitMiddleware, limit=settings.server.max_in_flight)
+    app.add_middleware(ApiKeyMiddleware, keys=settings.api_keys)
     app.add_middleware(RequestIdMiddleware)
     return app

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import logging
 import os
 import shutil
+import signal
 import socket
 import sys
 import sysconfig
@@ -37,6 +39,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_READY_TIMEOUT_S = 300.0
 DEFAULT_RESTART_BACKOFF_S = 1.0
+PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,13 @@ class TritonInstall:
             if not target.exists():
                 shutil.copy2(source, target)
         return into
+
+
+def _die_with_parent() -> None:
+    """In the child: ask Linux to SIGTERM it if the gateway dies without cleaning up."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def free_loopback_port() -> int:
@@ -219,6 +229,7 @@ class EmbeddedTriton:
             env=env,
             stdin=asyncio.subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
         await self._wait_ready()
         self._ready.set()

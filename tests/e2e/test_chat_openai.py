@@ -79,7 +79,9 @@ async def test_max_tokens_gives_finish_reason_length(client: AsyncOpenAI) -> Non
         assert response.choices[0].finish_reason == "length"
 
 
-async def test_multi_turn_conversation_is_served(client: AsyncOpenAI, media_server: MediaServer) -> None:
+async def test_multi_turn_conversation_is_served(
+    client: AsyncOpenAI, media_server: MediaServer
+) -> None:
     response = await client.chat.completions.create(
         model="reference-llava-onevision",
         messages=[

@@ -44,7 +44,9 @@ async def http(gateway_url: str):
 
 async def test_malformed_json(http: httpx.AsyncClient) -> None:
     response = await http.post(
-        "/v1/chat/completions", content=b'{"model": "x", "messages": [', headers={"content-type": "application/json"}
+        "/v1/chat/completions",
+        content=b'{"model": "x", "messages": [',
+        headers={"content-type": "application/json"},
     )
     error = assert_openai_error(response, 400)
     assert "JSON" in error["message"]
@@ -62,19 +64,27 @@ async def test_unknown_model(http: httpx.AsyncClient) -> None:
 async def test_schema_violation_names_the_parameter(http: httpx.AsyncClient) -> None:
     response = await http.post(
         "/v1/chat/completions",
-        json={"model": "reference-llava", "messages": [{"role": "user", "content": "hi"}], "temperature": 7},
+        json={
+            "model": "reference-llava",
+            "messages": [{"role": "user", "content": "hi"}],
+            "temperature": 7,
+        },
     )
     error = assert_openai_error(response, 400)
     assert error["param"] == "temperature"
 
 
 async def test_image_url_that_404s(http: httpx.AsyncClient, media_server: MediaServer) -> None:
-    response = await http.post("/v1/chat/completions", json=_image_request(media_server.url("missing.png")))
+    response = await http.post(
+        "/v1/chat/completions", json=_image_request(media_server.url("missing.png"))
+    )
     error = assert_openai_error(response, 400)
     assert "404" in error["message"]
 
 
-async def test_bytes_that_are_not_an_image(http: httpx.AsyncClient, media_server: MediaServer) -> None:
+async def test_bytes_that_are_not_an_image(
+    http: httpx.AsyncClient, media_server: MediaServer
+) -> None:
     response = await http.post(
         "/v1/chat/completions", json=_image_request(media_server.url("not-an-image.png"))
     )
@@ -92,7 +102,10 @@ async def test_streaming_request_with_bad_image_fails_before_streaming(
 async def test_reserved_marker_in_user_text(http: httpx.AsyncClient) -> None:
     response = await http.post(
         "/v1/chat/completions",
-        json={"model": "reference-llava", "messages": [{"role": "user", "content": "look <image> here"}]},
+        json={
+            "model": "reference-llava",
+            "messages": [{"role": "user", "content": "look <image> here"}],
+        },
     )
     assert_openai_error(response, 400, "reserved_marker")
 
@@ -106,7 +119,11 @@ async def test_service_keeps_serving_after_bad_requests(http: httpx.AsyncClient)
         await http.post("/v1/chat/completions", content=b"{")
     response = await http.post(
         "/v1/chat/completions",
-        json={"model": "reference-llava", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2},
+        json={
+            "model": "reference-llava",
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 2,
+        },
     )
     assert response.status_code == 200
     assert response.json()["choices"][0]["message"]["role"] == "assistant"

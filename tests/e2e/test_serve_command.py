@@ -35,8 +35,16 @@ async def test_mmgw_serve_co_launches_triton_and_answers(reference_cache: Path) 
     port = free_loopback_port()
     env = dict(os.environ, MMGW_REFERENCE_CACHE=str(reference_cache))
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway.cli", "serve", "--port", str(port), "--device", "cpu",
-        "--log-level", "warning",
+        sys.executable,
+        "-m",
+        "gateway.cli",
+        "serve",
+        "--port",
+        str(port),
+        "--device",
+        "cpu",
+        "--log-level",
+        "warning",
         env=env,
         start_new_session=True,
     )
@@ -45,7 +53,10 @@ async def test_mmgw_serve_co_launches_triton_and_answers(reference_cache: Path) 
         await wait_healthy(url, process, timeout_s=300)
         async with httpx.AsyncClient(base_url=url, timeout=120, trust_env=False) as http:
             models = (await http.get("/v1/models")).json()
-            assert [m["id"] for m in models["data"]] == ["reference-llava", "reference-llava-onevision"]
+            assert [m["id"] for m in models["data"]] == [
+                "reference-llava",
+                "reference-llava-onevision",
+            ]
             answer = await http.post(
                 "/v1/chat/completions",
                 json={

@@ -15,7 +15,9 @@ def test_defaults_serve_the_embedded_reference_models() -> None:
     assert not settings.unsafe_allow_private_media_urls_for_tests
 
 
-def test_toml_then_environment_then_overrides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_toml_then_environment_then_overrides(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     config = tmp_path / "gw.toml"
     config.write_text(
         """

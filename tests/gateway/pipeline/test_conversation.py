@@ -33,7 +33,16 @@ def test_parts_become_text_and_ordered_image_urls() -> None:
 
 def test_unsupported_part_is_a_400_naming_the_part() -> None:
     with pytest.raises(InvalidRequest) as info:
-        parse([{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}]}])
+        parse(
+            [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}
+                    ],
+                }
+            ]
+        )
     assert info.value.param == "messages[0].content[0]"
 
 
@@ -42,7 +51,10 @@ def test_images_in_assistant_messages_are_refused() -> None:
         parse(
             [
                 {"role": "user", "content": "hi"},
-                {"role": "assistant", "content": [{"type": "image_url", "image_url": {"url": "http://x"}}]},
+                {
+                    "role": "assistant",
+                    "content": [{"type": "image_url", "image_url": {"url": "http://x"}}],
+                },
                 {"role": "user", "content": "hi"},
             ]
         )

@@ -19,8 +19,12 @@ BASE = (("text_input", "TYPE_STRING", [1]), ("max_tokens", "TYPE_INT32", [1]))
 
 
 def test_old_and_new_seed_names_resolve_to_the_declared_spelling() -> None:
-    old = parse_model_config(config(*BASE, ("random_seed", "TYPE_UINT64", [1]), ("min_length", "TYPE_INT32", [1])))
-    new = parse_model_config(config(*BASE, ("seed", "TYPE_UINT64", [1]), ("min_tokens", "TYPE_INT32", [1])))
+    old = parse_model_config(
+        config(*BASE, ("random_seed", "TYPE_UINT64", [1]), ("min_length", "TYPE_INT32", [1]))
+    )
+    new = parse_model_config(
+        config(*BASE, ("seed", "TYPE_UINT64", [1]), ("min_tokens", "TYPE_INT32", [1]))
+    )
     assert old.input_name("seed") == "random_seed"
     assert old.input_name("min_tokens") == "min_length"
     assert new.input_name("seed") == "seed"
@@ -29,7 +33,9 @@ def test_old_and_new_seed_names_resolve_to_the_declared_spelling() -> None:
 
 
 def test_dtypes_dims_policy_and_parameters() -> None:
-    contract = parse_model_config(config(*BASE, ("image_input", "TYPE_FP16", ["-1", "-1", "-1", "-1"])))
+    contract = parse_model_config(
+        config(*BASE, ("image_input", "TYPE_FP16", ["-1", "-1", "-1", "-1"]))
+    )
     assert contract.inputs["image_input"].datatype == "FP16"
     assert contract.inputs["image_input"].dims == (-1, -1, -1, -1)
     assert contract.inputs["text_input"].datatype == "BYTES"

@@ -50,9 +50,13 @@ def test_install_is_found_with_a_stub_for_this_python() -> None:
     assert install.stub.parent.name.count(".") == 1
 
 
-async def test_starts_on_loopback_and_restarts_after_being_killed(identity_repository: Path) -> None:
+async def test_starts_on_loopback_and_restarts_after_being_killed(
+    identity_repository: Path,
+) -> None:
     restarts: list[int] = []
-    server = EmbeddedTriton(identity_repository, ready_timeout_s=120, on_restart=lambda: restarts.append(1))
+    server = EmbeddedTriton(
+        identity_repository, ready_timeout_s=120, on_restart=lambda: restarts.append(1)
+    )
     await server.start()
     try:
         assert server.ready

@@ -41,7 +41,15 @@ def test_only_declared_inputs_are_sent_with_batch_dimension() -> None:
         prompt_table_extra_id=2**63 + 5,
     )
     inputs = by_name(build_inputs(request, contract()))
-    assert set(inputs) == {"text_input", "max_tokens", "temperature", "random_seed", "stop_words", "stream", "prompt_table_extra_id"}
+    assert set(inputs) == {
+        "text_input",
+        "max_tokens",
+        "temperature",
+        "random_seed",
+        "stop_words",
+        "stream",
+        "prompt_table_extra_id",
+    }
     assert inputs["max_tokens"].shape() == [1, 1]
     assert inputs["max_tokens"].datatype() == "INT32"
     assert inputs["random_seed"].datatype() == "UINT64"
@@ -53,14 +61,18 @@ def test_only_declared_inputs_are_sent_with_batch_dimension() -> None:
 def test_image_tensor_uses_declared_dtype_and_rank() -> None:
     images = np.zeros((1, 2, 3, 336, 336), dtype=np.float16)
     request = GenerationRequest(text_input="x", max_tokens=1, images=("image_input", images))
-    inputs = by_name(build_inputs(request, contract(("image_input", "TYPE_FP16", [-1, -1, -1, -1]))))
+    inputs = by_name(
+        build_inputs(request, contract(("image_input", "TYPE_FP16", [-1, -1, -1, -1])))
+    )
     assert inputs["image_input"].shape() == [1, 2, 3, 336, 336]
     assert inputs["image_input"].datatype() == "FP16"
 
 
 def test_image_for_model_without_image_input_is_a_client_error() -> None:
     request = GenerationRequest(
-        text_input="x", max_tokens=1, images=("image_bytes_input", np.zeros((1, 1, 4, 4, 3), np.uint8))
+        text_input="x",
+        max_tokens=1,
+        images=("image_bytes_input", np.zeros((1, 1, 4, 4, 3), np.uint8)),
     )
     with pytest.raises(InvalidRequest, match="cannot take images"):
         build_inputs(request, contract())
