@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from gateway.errors import UpstreamFailed
 from gateway.pipeline.chat import Outcome, prepare_chat, relay
 from gateway.protocol.chat import ChatCompletionRequest
 from gateway.routes.body import parse_body
 from gateway.streaming.chunks import ChunkWriter, completion_body, new_completion_id
+from gateway.streaming.disconnect import ClientDisconnected, cancel_on_disconnect
 from gateway.streaming.sse import first_item, sse_events
 
 router = APIRouter()
@@ -29,16 +33,20 @@ async def chat_completions(request: Request) -> Response:
         writer = ChunkWriter(completion_id, body.model)
         stream = sse_events(first, events, writer, body.include_usage)
         return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
+    try:
+        text, outcome = await cancel_on_disconnect(request.receive, collect(events))
+    except ClientDisconnected:
+        return Response(status_code=499)  # nobody is listening; the work was cancelled
+    return JSONResponse(
+        completion_body(completion_id, body.model, text, outcome.finish_reason, outcome.usage)
+    )
+
+
+async def collect(events: AsyncIterator[str | Outcome]) -> tuple[str, Outcome]:
+    """The whole answer of a non-streamed request."""
     texts: list[str] = []
-    outcome: Outcome | None = None
     async for item in events:
         if isinstance(item, Outcome):
-            outcome = item
-        else:
-            texts.append(item)
-    assert outcome is not None
-    return JSONResponse(
-        completion_body(
-            completion_id, body.model, "".join(texts), outcome.finish_reason, outcome.usage
-        )
-    )
+            return "".join(texts), item
+        texts.append(item)
+    raise UpstreamFailed("the generation ended without an outcome")
