@@ -29,7 +29,7 @@ import urllib.request
 from collections import OrderedDict
 from dataclasses import dataclass
 from http.cookiejar import CookieJar, DefaultCookiePolicy
-from ipaddress import IPv4Address, IPv6Address
+from ipaddress import IPv4Address, IPv6Address, ip_network
 from pathlib import Path
 
 import httpx
@@ -60,6 +60,18 @@ DEFAULT_CACHE_MAX_BYTES = 64 * 1024 * 1024
 DEFAULT_CACHE_TTL_S = 60.0
 
 MAX_URL_LENGTH = 8192  # for http(s) and file:; data: URLs are bounded by max_bytes instead
+# What unsafe_allow_private_addresses_for_tests admits (test servers, container networks).
+_TEST_NETWORKS = tuple(
+    ip_network(net)
+    for net in (
+        "127.0.0.0/8",
+        "10.0.0.0/8",
+        "172.16.0.0/12",
+        "192.168.0.0/16",
+        "::1/128",
+        "fc00::/7",
+    )
+)
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 _TLS_POOLS = 32  # connection pools kept per TLS host name (see _PerHostTransport)
 _HEADERS = {
@@ -217,9 +229,11 @@ class MediaFetcher:
     ``file_root``: serve ``file:`` URLs, but only for files inside this directory after
     resolving symlinks; None (the default) refuses every file: URL.
 
-    ``unsafe_allow_loopback_for_tests``: also allow loopback addresses (127.0.0.0/8, ::1), so
-    tests can fetch from servers on 127.0.0.1. Every other refusal stays in force. Never set it
-    in a deployment: it lets any user make the gateway call services on its own host.
+    ``unsafe_allow_private_addresses_for_tests``: also admit loopback and private-use
+    addresses (127.0.0.0/8, ::1, 10/8, 172.16/12, 192.168/16, fc00::/7), so tests can fetch
+    from servers on 127.0.0.1 or a test container network. Link-local (the metadata service),
+    CGNAT, multicast, reserved and embedded-IPv4 forms stay refused. Never set it in a
+    deployment: it lets any user make the gateway call services on its own host and network.
 
     ``ssl_context``: the TLS trust to verify servers with (default: the system's CA bundle).
     """
@@ -230,11 +244,11 @@ class MediaFetcher:
         *,
         file_root: Path | None = None,
         ssl_context: ssl.SSLContext | None = None,
-        unsafe_allow_loopback_for_tests: bool = False,
+        unsafe_allow_private_addresses_for_tests: bool = False,
     ) -> None:
         self.limits = limits or FetchLimits()
         self._file_root = file_root.resolve(strict=True) if file_root is not None else None
-        self._allow_loopback = unsafe_allow_loopback_for_tests
+        self._allow_private = unsafe_allow_private_addresses_for_tests
         self._domains = tuple(_ascii_host(d.strip(".")) for d in self.limits.allowed_domains)
         self._cache = _ContentCache(
             self.limits.cache_max_entries, self.limits.cache_max_bytes, self.limits.cache_ttl_s
@@ -386,7 +400,7 @@ class MediaFetcher:
         return addresses
 
     def _address_allowed(self, address: IPv4Address | IPv6Address) -> bool:
-        if self._allow_loopback and address.is_loopback and not getattr(address, "scope_id", None):
+        if self._allow_private and any(address in net for net in _TEST_NETWORKS):
             return True
         return is_globally_routable(address)
 

@@ -134,7 +134,7 @@ def base(server: _Server) -> str:
 
 @pytest.fixture
 async def fetcher() -> MediaFetcher:
-    fetcher = MediaFetcher(unsafe_allow_loopback_for_tests=True)
+    fetcher = MediaFetcher(unsafe_allow_private_addresses_for_tests=True)
     yield fetcher
     await fetcher.aclose()
 
@@ -169,7 +169,9 @@ async def test_http_error_names_status_and_host_only(fetcher: MediaFetcher, base
     "target",
     [
         "http://169.254.169.254/latest/meta-data/",
-        "http://10.0.0.1/x.png",
+        "http://0.0.0.0/x.png",
+        "http://100.64.0.1/x.png",
+        "http://[fe80::1]/x.png",
         "http://[::ffff:192.168.1.1]/x.png",
         "file:///etc/passwd",
         "data:image/png;base64,AAAA",
@@ -182,7 +184,7 @@ async def test_redirect_to_forbidden_target_refused(
     with pytest.raises(MediaFetchError) as caught:
         await fetcher.fetch(f"{base}/redirect?to={target}")
     assert "redirect" in caught.value.message
-    assert "169.254" not in caught.value.message and "10.0" not in caught.value.message
+    assert "169.254" not in caught.value.message and "192.168" not in caught.value.message
     assert time.monotonic() - started < 1.0  # refused, not attempted
 
 
@@ -194,7 +196,9 @@ async def test_redirects_followed_up_to_the_limit(fetcher: MediaFetcher, base: s
 
 
 async def test_endless_body_stops_at_max_bytes(base: str) -> None:
-    fetcher = MediaFetcher(FetchLimits(max_bytes=1 << 20), unsafe_allow_loopback_for_tests=True)
+    fetcher = MediaFetcher(
+        FetchLimits(max_bytes=1 << 20), unsafe_allow_private_addresses_for_tests=True
+    )
     try:
         with pytest.raises(MediaTooLarge, match="over the limit of 1048576 bytes"):
             await fetcher.fetch(f"{base}/endless")
@@ -209,7 +213,7 @@ async def test_declared_oversize_refused_before_reading(fetcher: MediaFetcher, b
 
 async def test_total_deadline(base: str) -> None:
     limits = FetchLimits(total_timeout_s=0.3)
-    fetcher = MediaFetcher(limits, unsafe_allow_loopback_for_tests=True)
+    fetcher = MediaFetcher(limits, unsafe_allow_private_addresses_for_tests=True)
     started = time.monotonic()
     try:
         with pytest.raises(MediaFetchError, match=r"timed out after 0\.3 s"):
@@ -225,7 +229,7 @@ async def test_connection_refused_is_a_fetch_error(fetcher: MediaFetcher) -> Non
 
 
 async def test_concurrent_identical_fetches_hit_server_once(server: _Server, base: str) -> None:
-    fetcher = MediaFetcher(unsafe_allow_loopback_for_tests=True)
+    fetcher = MediaFetcher(unsafe_allow_private_addresses_for_tests=True)
     url = f"{base}/slow?s=0.2"
     try:
         results = await asyncio.gather(*(fetcher.fetch(url) for _ in range(10)))
@@ -238,7 +242,7 @@ async def test_concurrent_identical_fetches_hit_server_once(server: _Server, bas
 
 
 async def test_cancelled_waiter_does_not_cancel_the_shared_fetch(base: str) -> None:
-    fetcher = MediaFetcher(unsafe_allow_loopback_for_tests=True)
+    fetcher = MediaFetcher(unsafe_allow_private_addresses_for_tests=True)
     url = f"{base}/slow?s=0.2"
     try:
         first = asyncio.create_task(fetcher.fetch(url))
@@ -256,7 +260,7 @@ async def test_cancelled_waiter_does_not_cancel_the_shared_fetch(base: str) -> N
 async def test_cache_expires_and_can_be_disabled(
     server: _Server, base: str, limits: FetchLimits
 ) -> None:
-    fetcher = MediaFetcher(limits, unsafe_allow_loopback_for_tests=True)
+    fetcher = MediaFetcher(limits, unsafe_allow_private_addresses_for_tests=True)
     try:
         await fetcher.fetch(f"{base}/img.png")
         await asyncio.sleep(0.1)
@@ -282,7 +286,7 @@ async def test_host_header_keeps_the_name(server: _Server, fetcher: MediaFetcher
 
 async def test_allowed_domains(base: str) -> None:
     fetcher = MediaFetcher(
-        FetchLimits(allowed_domains=("example.com",)), unsafe_allow_loopback_for_tests=True
+        FetchLimits(allowed_domains=("example.com",)), unsafe_allow_private_addresses_for_tests=True
     )
     try:
         with pytest.raises(MediaFetchError, match="not allowed on this server"):
@@ -417,7 +421,9 @@ async def test_https_sends_sni_and_verifies_the_host_name(tmp_path: Path) -> Non
     client_ctx = ssl.create_default_context(cadata=cert_pem.decode())
     for server in _serve(server_ctx):
         port = server.server_address[1]
-        fetcher = MediaFetcher(ssl_context=client_ctx, unsafe_allow_loopback_for_tests=True)
+        fetcher = MediaFetcher(
+            ssl_context=client_ctx, unsafe_allow_private_addresses_for_tests=True
+        )
         try:
             # The certificate names only "localhost": it verifies because the name, not the
             # pinned 127.0.0.1, is what TLS checks.
