@@ -1,0 +1,85 @@
+"""What one reference architecture provides: tiny config, tokenizer spec, template, vision path.
+
+An ``Arch`` is data plus a few functions, like a gateway family. ``weights.py`` uses the tiny
+config and tokenizer spec to generate a checkpoint; ``engine.py`` uses the template and
+``encode_media`` to turn a request into token ids and feature vectors. Running the language model
+is left to ``generate.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
+
+from server_repo.reference_kit.request import InvalidRequest
+from server_repo.reference_kit.templates import MediaSlot, PromptTemplate
+from server_repo.reference_kit.tiny_tokenizer import SpecialTokens
+
+
+@dataclass(frozen=True)
+class MediaFeatures:
+    """Projected visual features, in prompt order, with the slots they fill."""
+
+    slots: tuple[MediaSlot, ...]
+    embeds: torch.Tensor | None  # [sum of slot lengths, hidden] or None when no media
+
+    @classmethod
+    def empty(cls) -> MediaFeatures:
+        return cls((), None)
+
+
+class Arch:
+    """Base class: subclasses set the class attributes and implement the hooks."""
+
+    name: ClassVar[str]  # the Triton model name, e.g. "reference_llava"
+    family: ClassVar[str]  # "llava" / "llava_onevision"
+    model_class: ClassVar[type[PreTrainedModel]]
+    template: ClassVar[PromptTemplate]
+    special_tokens: ClassVar[SpecialTokens]
+    tiny_spec: ClassVar[dict[str, Any]]  # sizes of the tiny model; hashed into the cache folder
+
+    def tiny_config(self, tokenizer: PreTrainedTokenizerBase) -> PretrainedConfig:
+        """The tiny config, with special-token ids taken from ``tokenizer``."""
+        raise NotImplementedError
+
+    def save_processor(self, tokenizer: PreTrainedTokenizerBase, directory: Path) -> None:
+        """Write processor files so ``AutoProcessor.from_pretrained(directory)`` works."""
+        raise NotImplementedError
+
+    def load_processor(self, directory: Path) -> Any:
+        """What ``encode_media`` needs from the checkpoint (an image processor or None)."""
+        return None
+
+    def encode_media(
+        self,
+        model: PreTrainedModel,
+        processor: Any,
+        images: np.ndarray | None,
+        video: np.ndarray | None,
+    ) -> MediaFeatures:
+        """Validate the media tensors and compute their projected features."""
+        raise NotImplementedError
+
+
+def expect_array(value: Any, name: str, ndim: int, dtypes: tuple[type, ...]) -> np.ndarray:
+    """``value`` as an ndarray of rank ``ndim`` and one of ``dtypes``, else InvalidRequest."""
+    if not isinstance(value, np.ndarray):
+        raise InvalidRequest(f"{name} must be a numpy array")
+    if value.ndim != ndim:
+        raise InvalidRequest(f"{name} must have {ndim} dimensions, got shape {list(value.shape)}")
+    if not any(value.dtype == np.dtype(d) for d in dtypes):
+        allowed = ", ".join(np.dtype(d).name for d in dtypes)
+        raise InvalidRequest(f"{name} must be {allowed}, got {value.dtype.name}")
+    if 0 in value.shape:
+        raise InvalidRequest(f"{name} is empty: shape {list(value.shape)}")
+    return value
+
+
+def model_device_dtype(model: PreTrainedModel) -> tuple[torch.device, torch.dtype]:
+    parameter = next(model.parameters())
+    return parameter.device, parameter.dtype

@@ -1,0 +1,114 @@
+"""The kit's own request, step and statistics types: what the Triton adapter and tests speak.
+
+They are plain frozen/mutable dataclasses with no Triton or torch in them, so the gateway's
+end-to-end test can build the same request in-process that it sends over gRPC. Defaults follow
+TensorRT-LLM's: no ``top_k``/``top_p`` means greedy, ``end_id`` ``None`` means the tokenizer's EOS.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+class InvalidRequest(ValueError):
+    """A request the model refuses (bad tensor shape, max_tokens < 1, prompt too long, ...).
+
+    The Triton adapter answers it with an INVALID_ARG error response instead of generating.
+    """
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """One ensemble-style request: the question (template added server-side) plus options.
+
+    ``images``: llava: float pixels ``[n, 3, 336, 336]`` (already CLIP-preprocessed);
+    llava_onevision: raw RGB ``uint8 [n, H, W, 3]``. ``video``: ``uint8 [frames, H, W, 3]``
+    (llava_onevision only). ``extra_id`` is the ``prompt_table_extra_id`` KV-reuse key.
+    """
+
+    text_input: str
+    max_tokens: int = 16
+    images: np.ndarray | None = None
+    video: np.ndarray | None = None
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 0.0
+    seed: int = 0
+    end_id: int | None = None
+    pad_id: int | None = None
+    stop_words: tuple[str, ...] = ()
+    bad_words: tuple[str, ...] = ()
+    min_tokens: int = 0
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    length_penalty: float = 1.0
+    beam_width: int = 1
+    extra_id: int | None = None
+
+    @property
+    def greedy(self) -> bool:
+        """TRT-LLM decodes greedily for these settings (its defaults are top_k 0, top_p 0)."""
+        return self.temperature <= 0 or self.top_k == 1 or (self.top_k == 0 and self.top_p == 0)
+
+    def validate(self) -> None:
+        """Reject options the reference models cannot honour, before any work is done."""
+        if self.max_tokens < 1:
+            raise InvalidRequest(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if self.beam_width != 1:
+            raise InvalidRequest("the reference models support beam_width 1 only")
+        if self.top_k < 0:
+            raise InvalidRequest(f"top_k must be >= 0, got {self.top_k}")
+        if not 0.0 <= self.top_p <= 1.0:
+            raise InvalidRequest(f"top_p must be within [0, 1], got {self.top_p}")
+        if self.repetition_penalty <= 0:
+            raise InvalidRequest("repetition_penalty must be > 0")
+        if self.min_tokens < 0:
+            raise InvalidRequest("min_tokens must be >= 0")
+        if self.extra_id is not None and self.extra_id < 1:
+            raise InvalidRequest("prompt_table_extra_id must be >= 1")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One generated token and its text decoded alone (special tokens skipped, EOS is "")."""
+
+    token_id: int
+    text: str
+
+
+@dataclass
+class GenerationStats:
+    """Counts reported through num_*_tokens and kv_cache_* outputs; updated live per step.
+
+    ``total_blocks`` is the number of KV blocks the sequence (prompt + generated) occupies;
+    ``reused_blocks`` those found in the prefix cache; ``new_blocks`` the rest.
+    """
+
+    tokens_per_block: int
+    input_tokens: int = 0
+    output_tokens: int = 0
+    reused_blocks: int = 0
+    cancelled: bool = False
+    finish_reason: str | None = None
+
+    @property
+    def total_blocks(self) -> int:
+        return math.ceil((self.input_tokens + self.output_tokens) / self.tokens_per_block)
+
+    @property
+    def new_blocks(self) -> int:
+        return self.total_blocks - self.reused_blocks
+
+
+@dataclass
+class Completion:
+    """A whole generation collected at once (non-streamed text, decoded together)."""
+
+    text: str
+    token_ids: list[int] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    stats: GenerationStats | None = None

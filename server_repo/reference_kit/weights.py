@@ -1,0 +1,141 @@
+"""Where a reference model's weights come from: a real checkpoint, or tiny generated ones.
+
+Nothing can be downloaded, so without a checkpoint a tiny model of the real architecture is
+generated locally with seeded weights, once, into
+``$MMGW_REFERENCE_CACHE/<model name>-<hash of the tiny spec and generator version>``
+(default cache ``~/.cache/mmgw/reference``). Generation writes into a temporary folder beside the
+target and renames it into place, so a reader never sees half a checkpoint and two processes that
+race (Triton's stub and a test) both end up using one complete copy.
+
+A real Hugging Face checkpoint folder is taken from the explicit argument, else from
+``MMGW_REFERENCE_<FAMILY>_CHECKPOINT``. Device: ``MMGW_REFERENCE_DEVICE`` = cpu | cuda | auto;
+fp32 on CPU, fp16 on CUDA.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoTokenizer, GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
+
+from server_repo.reference_kit.archs import Arch
+from server_repo.reference_kit.tiny_tokenizer import build_hf_tokenizer
+
+GENERATOR_VERSION = "1"
+DEFAULT_CACHE_DIR = Path("~/.cache/mmgw/reference")
+MARKER_FILE = "mmgw_reference.json"
+
+
+@dataclass(frozen=True)
+class ModelAssets:
+    """A loaded model with what serving it needs."""
+
+    directory: Path
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    processor: Any
+    device: torch.device
+    tiny: bool
+
+
+def cache_root(cache_dir: Path | str | None = None) -> Path:
+    """The explicit folder, else ``$MMGW_REFERENCE_CACHE``, else ``~/.cache/mmgw/reference``."""
+    chosen = cache_dir or os.environ.get("MMGW_REFERENCE_CACHE") or DEFAULT_CACHE_DIR
+    return Path(chosen).expanduser()
+
+
+def resolve_checkpoint(arch: Arch, checkpoint: str | None) -> Path | None:
+    """The real checkpoint folder to serve, or None for the tiny generated model."""
+    chosen = checkpoint or os.environ.get(f"MMGW_REFERENCE_{arch.family.upper()}_CHECKPOINT")
+    if not chosen:
+        return None
+    path = Path(chosen).expanduser()
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"{path} is not a Hugging Face checkpoint folder (no config.json)")
+    return path
+
+
+def resolve_device(device: str | None = None) -> torch.device:
+    """``cpu``, ``cuda`` or ``auto`` (the default: CUDA when available)."""
+    name = (device or os.environ.get("MMGW_REFERENCE_DEVICE") or "auto").lower()
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError("MMGW_REFERENCE_DEVICE asks for CUDA but torch sees no GPU")
+    return torch.device(name)
+
+
+def fingerprint(arch: Arch) -> str:
+    """Short hash naming the tiny checkpoint: changes whenever the spec or generator changes."""
+    source = json.dumps(
+        {"name": arch.name, "spec": arch.tiny_spec, "version": GENERATOR_VERSION},
+        sort_keys=True,
+    )
+    return hashlib.sha256(source.encode()).hexdigest()[:12]
+
+
+def tiny_checkpoint(arch: Arch, cache_dir: Path | str | None = None) -> Path:
+    """The tiny checkpoint folder for ``arch``, generating it first if it is missing."""
+    root = cache_root(cache_dir)
+    target = root / f"{arch.name}-{fingerprint(arch)}"
+    if (target / MARKER_FILE).is_file():
+        return target
+    root.mkdir(parents=True, exist_ok=True)
+    print(f"generating tiny reference weights for {arch.name} into {target}", file=sys.stderr)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=root))
+    try:
+        write_tiny_checkpoint(arch, staging)
+        try:
+            staging.rename(target)
+        except OSError:
+            # Another process won the race; its copy is complete (renamed whole), use it.
+            if not (target / MARKER_FILE).is_file():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def write_tiny_checkpoint(arch: Arch, directory: Path) -> None:
+    """Tokenizer, processor files, seeded weights and a marker, all into ``directory``."""
+    tokenizer = build_hf_tokenizer(arch.special_tokens)
+    config = arch.tiny_config(tokenizer)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(arch.tiny_spec["seed"])
+        model = arch.model_class(config)
+    model.generation_config = GenerationConfig(
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    arch.save_processor(tokenizer, directory)
+    marker = {"model": arch.name, "fingerprint": fingerprint(arch), "version": GENERATOR_VERSION}
+    (directory / MARKER_FILE).write_text(json.dumps(marker, indent=2) + "\n")
+
+
+def load_assets(
+    arch: Arch,
+    cache_dir: Path | str | None = None,
+    checkpoint: str | None = None,
+    device: str | None = None,
+) -> ModelAssets:
+    """Load the real checkpoint if one is configured, else the (generated) tiny one."""
+    real = resolve_checkpoint(arch, checkpoint)
+    directory = real or tiny_checkpoint(arch, cache_dir)
+    target = resolve_device(device)
+    dtype = torch.float16 if target.type == "cuda" else torch.float32
+    model = arch.model_class.from_pretrained(directory, dtype=dtype).to(target).eval()
+    tokenizer = AutoTokenizer.from_pretrained(directory)
+    processor = arch.load_processor(directory)
+    return ModelAssets(directory, model, tokenizer, processor, target, tiny=real is None)
