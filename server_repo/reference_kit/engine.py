@@ -1,0 +1,185 @@
+"""The in-process reference engine: a request in, per-token steps and statistics out.
+
+``ReferenceEngine`` is what the Triton ``model.py`` adapters and the tests (including the
+gateway's end-to-end comparison) share: it validates a ``GenerationRequest``, applies the
+server-side template, computes visual features through the architecture, and drives the step
+loop with the prefix cache. Triton tensors are not its business (``pb_tensors.py``).
+
+    engine = load_engine("llava", cache_dir=None, checkpoint=None, device="cpu")
+    generation = engine.generate(GenerationRequest(text_input="What is this?", images=pixels))
+    text = "".join(step.text for step in generation)   # equals engine.decode(token ids)
+    generation.stats.input_tokens, generation.stats.reused_blocks, ...
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from server_repo.reference_kit.archs import Arch, get_arch
+from server_repo.reference_kit.generate import StopRule, run_steps
+from server_repo.reference_kit.prefix_cache import (
+    DEFAULT_MAX_CACHED_TOKENS,
+    DEFAULT_TOKENS_PER_BLOCK,
+    PrefixCache,
+)
+from server_repo.reference_kit.request import (
+    Completion,
+    GenerationRequest,
+    GenerationStats,
+    InvalidRequest,
+    Step,
+)
+from server_repo.reference_kit.sampling import Sampler
+from server_repo.reference_kit.templates import Prompt, build_prompt
+from server_repo.reference_kit.weights import ModelAssets, load_assets
+
+
+@dataclass(frozen=True)
+class PreparedRequest:
+    """A validated request turned into prompt ids and the full input embeddings."""
+
+    request: GenerationRequest
+    prompt: Prompt
+    embeds: torch.Tensor
+    end_id: int
+
+
+class Generation:
+    """Iterator of ``Step``; ``stats`` is filled in as steps are produced."""
+
+    def __init__(self, steps: Iterator[Step], stats: GenerationStats) -> None:
+        self._steps = steps
+        self.stats = stats
+
+    def __iter__(self) -> Iterator[Step]:
+        return self._steps
+
+    def __next__(self) -> Step:
+        return next(self._steps)
+
+
+class ReferenceEngine:
+    """One loaded reference model with its tokenizer, processor and prefix cache."""
+
+    def __init__(
+        self,
+        arch: Arch,
+        assets: ModelAssets,
+        tokens_per_block: int = DEFAULT_TOKENS_PER_BLOCK,
+        max_cached_tokens: int = DEFAULT_MAX_CACHED_TOKENS,
+    ) -> None:
+        self.arch = arch
+        self.assets = assets
+        self.cache = PrefixCache(tokens_per_block, max_cached_tokens)
+        # Fast tokenizers are not safe to share across threads while encoding: serialise.
+        self._tokenizer_lock = threading.Lock()
+
+    @property
+    def model(self):
+        return self.assets.model
+
+    @property
+    def tokenizer(self):
+        return self.assets.tokenizer
+
+    @property
+    def eos_token_id(self) -> int:
+        return int(self.tokenizer.eos_token_id)
+
+    @property
+    def max_positions(self) -> int:
+        return int(self.model.config.get_text_config(decoder=True).max_position_embeddings)
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` without special tokens (how stop/bad words are tokenized)."""
+        with self._tokenizer_lock:
+            return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def decode(self, token_ids: list[int]) -> str:
+        """Text of ``token_ids``, special tokens skipped (the ensemble's detokenizer)."""
+        with self._tokenizer_lock:
+            return self.tokenizer.decode(token_ids, skip_special_tokens=True)
+
+    @torch.inference_mode()
+    def prepare(self, request: GenerationRequest) -> PreparedRequest:
+        """Validate, render the template, compute visual features and the input embeddings."""
+        request.validate()
+        features = self.arch.encode_media(
+            self.model, self.assets.processor, request.images, request.video
+        )
+        with self._tokenizer_lock:
+            prompt = build_prompt(
+                self.tokenizer, self.arch.template, request.text_input, features.slots
+            )
+        if len(prompt) + request.max_tokens > self.max_positions:
+            raise InvalidRequest(
+                f"prompt ({len(prompt)} tokens) + max_tokens ({request.max_tokens}) exceeds "
+                f"the model's {self.max_positions} positions"
+            )
+        ids = torch.tensor([prompt.token_ids], device=self.assets.device)
+        embeds = self.model.get_input_embeddings()(ids)
+        if features.embeds is not None:
+            mask = torch.tensor(prompt.media_mask, device=self.assets.device)
+            embeds[0, mask] = features.embeds.to(embeds.dtype)
+        end_id = self.eos_token_id if request.end_id is None else int(request.end_id)
+        return PreparedRequest(request, prompt, embeds, end_id)
+
+    def generate(
+        self, request: GenerationRequest, is_cancelled: Callable[[], bool] | None = None
+    ) -> Generation:
+        """Validate now (raising ``InvalidRequest``), then stream steps lazily."""
+        prepared = self.prepare(request)
+        stats = GenerationStats(self.cache.tokens_per_block, input_tokens=len(prepared.prompt))
+        return Generation(self._steps(prepared, stats, is_cancelled), stats)
+
+    def complete(self, request: GenerationRequest) -> Completion:
+        """Run to the end; ``text`` is decoded at once, as a non-streamed response is."""
+        generation = self.generate(request)
+        steps = list(generation)
+        ids = [step.token_id for step in steps]
+        return Completion(self.decode(ids), ids, steps, generation.stats)
+
+    def _steps(
+        self,
+        prepared: PreparedRequest,
+        stats: GenerationStats,
+        is_cancelled: Callable[[], bool] | None,
+    ) -> Iterator[Step]:
+        request = prepared.request
+        sampler = Sampler(
+            request,
+            prepared.end_id,
+            prepared.prompt.token_ids,
+            [self.encode(word) for word in request.bad_words],
+            self.assets.device,
+        )
+        stop = StopRule(
+            prepared.end_id,
+            tuple(tuple(self.encode(word)) for word in request.stop_words),
+            request.max_tokens,
+        )
+        tokens = run_steps(
+            self.model, prepared.embeds, prepared.prompt, self.cache,
+            request.extra_id, sampler, stop, stats, is_cancelled,
+        )  # fmt: skip
+        for token in tokens:
+            yield Step(token, self.decode([token]))
+
+
+def load_engine(
+    model_name: str,
+    cache_dir: Path | str | None = None,
+    checkpoint: str | None = None,
+    device: str | None = None,
+    tokens_per_block: int = DEFAULT_TOKENS_PER_BLOCK,
+    max_cached_tokens: int = DEFAULT_MAX_CACHED_TOKENS,
+) -> ReferenceEngine:
+    """Load ``model_name`` ("llava", "llava_onevision" or their "reference_*" Triton names)."""
+    arch = get_arch(model_name)
+    assets = load_assets(arch, cache_dir=cache_dir, checkpoint=checkpoint, device=device)
+    return ReferenceEngine(arch, assets, tokens_per_block, max_cached_tokens)
