@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import copy
 import http
 import mimetypes
 import os
@@ -34,22 +35,10 @@ from pathlib import Path
 
 import httpx
 
-from gateway.errors import InvalidRequest, MediaFetchError, MediaTooLarge
+from gateway.errors import GatewayError, InvalidRequest, MediaFetchError, MediaTooLarge
 from gateway.media.netguard import is_globally_routable, parse_ip
 
-__all__ = [
-    "DEFAULT_CACHE_MAX_BYTES",
-    "DEFAULT_CACHE_MAX_ENTRIES",
-    "DEFAULT_CACHE_TTL_S",
-    "DEFAULT_CONNECT_TIMEOUT_S",
-    "DEFAULT_MAX_BYTES",
-    "DEFAULT_MAX_REDIRECTS",
-    "DEFAULT_TOTAL_TIMEOUT_S",
-    "FetchLimits",
-    "FetchedMedia",
-    "MediaFetcher",
-    "decode_data_url",
-]
+__all__ = ["FetchLimits", "FetchedMedia", "MediaFetcher", "decode_data_url"]
 
 DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 DEFAULT_CONNECT_TIMEOUT_S = 5.0
@@ -61,16 +50,9 @@ DEFAULT_CACHE_TTL_S = 60.0
 
 MAX_URL_LENGTH = 8192  # for http(s) and file:; data: URLs are bounded by max_bytes instead
 # What unsafe_allow_private_addresses_for_tests admits (test servers, container networks).
-_TEST_NETWORKS = tuple(
-    ip_network(net)
-    for net in (
-        "127.0.0.0/8",
-        "10.0.0.0/8",
-        "172.16.0.0/12",
-        "192.168.0.0/16",
-        "::1/128",
-        "fc00::/7",
-    )
+_TEST_NETWORKS = (
+    *map(ip_network, ("127.0.0.0/8", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")),
+    *map(ip_network, ("::1/128", "fc00::/7")),
 )
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 _TLS_POOLS = 32  # connection pools kept per TLS host name (see _PerHostTransport)
@@ -130,7 +112,7 @@ def decode_data_url(url: str, max_bytes: int) -> FetchedMedia:
     is_base64 = params[-1].strip().lower() == "base64"
     content_type = _media_type(params[0])
     if len(payload) > 3 * max_bytes + 64:  # no encoding of max_bytes bytes is longer
-        raise _too_large("The data: URL payload", len(payload) * 3 // 4, max_bytes)
+        raise MediaTooLarge(f"The data: URL payload is over the limit of {max_bytes} bytes.")
     if is_base64:
         data = _decode_base64(payload, max_bytes)
     else:
@@ -289,8 +271,11 @@ class MediaFetcher:
             task = asyncio.create_task(self._fetch_and_cache(url))
             self._inflight[url] = task
             task.add_done_callback(lambda done: self._forget(url, done))
-        # shield: one caller going away must not cancel the fetch the others wait on
-        return await asyncio.shield(task)
+        try:
+            # shield: one caller going away must not cancel the fetch the others wait on
+            return await asyncio.shield(task)
+        except GatewayError as exc:
+            raise copy.copy(exc) from exc  # each caller gets its own error to annotate
 
     async def aclose(self) -> None:
         """Cancel fetches in flight and close every connection."""
@@ -460,13 +445,11 @@ def _read_local(path: Path, root: Path, max_bytes: int) -> bytes:
 
 
 def _redirect_target(url: httpx.URL, response: httpx.Response, host: str) -> httpx.URL:
+    """The next hop; httpx has already parsed Location (a malformed one raised InvalidURL)."""
     location = response.headers.get("location")
     if not location:
         raise MediaFetchError(f"Fetching media from {host} failed: a redirect without Location.")
-    try:
-        return url.join(location)
-    except httpx.InvalidURL:
-        raise MediaFetchError(f"Fetching media from {host} failed: a malformed redirect.") from None
+    return url.join(location)
 
 
 def _info_address(info: tuple) -> IPv4Address | IPv6Address | None:  # type: ignore[type-arg]
@@ -498,14 +481,18 @@ def _status_text(status: int) -> str:
         return str(status)
 
 
+_REASONS: tuple[tuple[type[httpx.HTTPError], str], ...] = (
+    (
+        httpx.ConnectError,
+        "could not connect (refused, unreachable, or a TLS certificate not valid for it)",
+    ),
+    (httpx.RemoteProtocolError, "the server sent an invalid HTTP response"),
+    (httpx.ReadError, "the connection was interrupted"),
+    (httpx.WriteError, "the connection was interrupted"),
+    (httpx.DecodingError, "the response body could not be decoded"),
+)
+
+
 def _describe(exc: httpx.HTTPError) -> str:
     """A user-facing reason for a transport error, free of addresses and internals."""
-    if isinstance(exc, httpx.ConnectError):
-        return "could not connect to the server"
-    if isinstance(exc, httpx.RemoteProtocolError):
-        return "the server sent an invalid HTTP response"
-    if isinstance(exc, httpx.ReadError | httpx.WriteError):
-        return "the connection was interrupted"
-    if isinstance(exc, httpx.DecodingError):
-        return "the response body could not be decoded"
-    return "a network error occurred"
+    return next((text for kind, text in _REASONS if isinstance(exc, kind)), "a network error")

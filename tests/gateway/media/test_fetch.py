@@ -241,6 +241,16 @@ async def test_concurrent_identical_fetches_hit_server_once(server: _Server, bas
         await fetcher.aclose()
 
 
+async def test_a_shared_failure_reaches_each_caller_as_its_own_error(
+    server: _Server, fetcher: MediaFetcher, base: str
+) -> None:
+    url = f"{base}/missing/shared.png"
+    results = await asyncio.gather(*(fetcher.fetch(url) for _ in range(3)), return_exceptions=True)
+    assert server.hits["/missing/shared.png"] == 1
+    assert all(isinstance(r, MediaFetchError) and "404" in r.message for r in results)
+    assert len({id(r) for r in results}) == 3  # callers may annotate their copy safely
+
+
 async def test_cancelled_waiter_does_not_cancel_the_shared_fetch(base: str) -> None:
     fetcher = MediaFetcher(unsafe_allow_private_addresses_for_tests=True)
     url = f"{base}/slow?s=0.2"
