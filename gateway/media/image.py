@@ -97,7 +97,7 @@ def decode_image(
     if image_format is None:
         raise MediaDecodeError(f"The media is not a supported image ({SUPPORTED_FORMATS}).")
     header_size = _header_size(data, image_format)
-    if header_size is not None:
+    if header_size is not None and min(header_size) > 0:  # 0 (a GIF may say so): let PIL judge
         _check_pixel_budget(header_size, limits)  # before PIL: WebP allocates its canvas on open
     try:
         with Image.open(io.BytesIO(data), formats=[image_format]) as image:
