@@ -1,7 +1,8 @@
 """The only room that speaks gRPC: one reused client per Triton, one stream per request.
 
-Each request opens one bidirectional ``ModelStreamInfer`` stream, sends its single request
-and reads responses until Triton's empty final response. Leaving the iterator early (the
+Each request opens one bidirectional ``ModelStreamInfer`` stream, sends its single request,
+half-closes, and reads responses until Triton ends the stream (the asyncio client cannot
+ask for Triton's empty final response, so the stream's normal end marks completion). Leaving the iterator early (the
 HTTP client went away, a stop string matched) cancels the gRPC call, which cancels the
 request inside Triton. Foreign errors are translated here, once.
 """
@@ -119,7 +120,6 @@ class TritonClient:
                 "model_name": model_name,
                 "inputs": inputs,
                 "request_id": request_id,
-                "enable_empty_final_response": True,
             }
 
         try:
@@ -134,9 +134,10 @@ class TritonClient:
                 response = _response(result)
                 yield response
                 if response.final:
-                    finished = True
-                    return
-            raise UpstreamFailed("the inference server closed the stream before finishing")
+                    break
+            # Having half-closed its side, the client sees the stream end normally once
+            # Triton has sent the request's last response; failures arrive as errors.
+            finished = True
         except grpc.RpcError as exc:
             raise translate_error(exc) from exc
         finally:

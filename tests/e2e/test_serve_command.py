@@ -71,4 +71,5 @@ async def test_mmgw_serve_co_launches_triton_and_answers(reference_cache: Path) 
         if process.returncode is None:
             os.killpg(process.pid, signal.SIGTERM)
         code = await asyncio.wait_for(process.wait(), 60)
-    assert code == 0
+    # uvicorn re-raises the SIGTERM it handled once shutdown (and Triton's stop) completed.
+    assert code in (0, -signal.SIGTERM)
