@@ -88,7 +88,11 @@ class ServedModel(_Strict):
         description="'delta': each Triton response holds only new text (the ensemble); "
         "'cumulative': the full text so far (BLS with accumulate_tokens).",
     )
-    end_id: int | None = None
+    end_id: int | Literal["server"] | None = Field(
+        None,
+        description="None: the family's known end id; 'server': send none, so the "
+        "deployment's tokenizer EOS applies; or an explicit id (never -1).",
+    )
     pad_id: int | None = None
     owned_by: str = "multimodal-gateway"
 
@@ -96,11 +100,15 @@ class ServedModel(_Strict):
 def default_models() -> list[ServedModel]:
     """The embedded reference models served when the config names none."""
     return [
-        ServedModel(id="reference-llava", family="llava", triton_model="reference_llava"),
+        # The tiny reference tokenizers have their own ids: let the server pick its EOS.
+        ServedModel(
+            id="reference-llava", family="llava", triton_model="reference_llava", end_id="server"
+        ),
         ServedModel(
             id="reference-llava-onevision",
             family="llava_onevision",
             triton_model="reference_llava_onevision",
+            end_id="server",
         ),
     ]
 

@@ -76,6 +76,13 @@ def _sampling(request: ChatCompletionRequest) -> dict[str, float | int | None]:
     return {"temperature": temperature, "top_k": request.top_k or 0, "top_p": top_p}
 
 
+def _end_id(served: ServedRuntime) -> int | None:
+    configured = served.config.end_id
+    if configured == "server":
+        return None
+    return configured if configured is not None else served.family.default_end_id
+
+
 async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> PreparedChat:
     """Validate, fetch and preprocess media, render the prompt and pick every input."""
     served = runtime.model(request.model)
@@ -93,7 +100,7 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> Prep
         stream=contract.decoupled,
         seed=request.seed,
         min_tokens=request.min_tokens,
-        end_id=served.config.end_id if served.config.end_id is not None else family.default_end_id,
+        end_id=_end_id(served),
         pad_id=served.config.pad_id if served.config.pad_id is not None else family.default_pad_id,
         presence_penalty=request.presence_penalty,
         frequency_penalty=request.frequency_penalty,

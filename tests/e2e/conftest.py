@@ -87,12 +87,14 @@ def e2e_settings(triton: EmbeddedTriton) -> Settings:
             family="llava",
             triton_model="reference_llava",
             triton_url=triton.grpc_url,
+            end_id="server",
         ),
         ServedModel(
             id="reference-llava-onevision",
             family="llava_onevision",
             triton_model="reference_llava_onevision",
             triton_url=triton.grpc_url,
+            end_id="server",
         ),
     ]
     return Settings(
