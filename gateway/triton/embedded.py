@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import ctypes
 import logging
 import os
@@ -54,13 +55,14 @@ class TritonInstall:
     @classmethod
     def find(cls) -> TritonInstall:
         """Locate the pieces inside the installed ``nvidia-pytriton`` wheel."""
-        try:
-            import pytriton
-        except ImportError as exc:  # pragma: no cover - depends on the install
+        # Locate the package without importing it: pytriton's __init__ pulls in its client
+        # stack (zmq, tritonclient, ...) that launching the server does not need.
+        spec = importlib.util.find_spec("pytriton")
+        if spec is None or not spec.submodule_search_locations:
             raise UpstreamUnavailable(
                 "the embedded Triton needs the 'embedded' extra: pip install -e '.[embedded]'"
-            ) from exc
-        root = Path(pytriton.__file__).resolve().parent
+            )
+        root = Path(next(iter(spec.submodule_search_locations))).resolve()
         site = root.parent
         version = f"{sys.version_info.major}.{sys.version_info.minor}"
         install = cls(
