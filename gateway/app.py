@@ -17,8 +17,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from gateway.auth import ApiKeyMiddleware
 from gateway.config import Settings
 from gateway.errors import GatewayError, InvalidRequest
+from gateway.observability.access import AccessMiddleware
+from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.middleware import InFlightLimitMiddleware, RequestIdMiddleware
-from gateway.routes import chat, health, models
+from gateway.routes import chat, health, metrics, models
 from gateway.runtime import Runtime, build_runtime
 
 log = logging.getLogger(__name__)
@@ -54,11 +56,13 @@ async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
 
 def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     """The gateway app. Pass ``runtime`` to share one (tests); else the lifespan builds it."""
+    # Built here, not in the lifespan: the middleware below needs it before start-up.
+    gateway_metrics = runtime.metrics if runtime is not None else GatewayMetrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = runtime is None
-        app.state.runtime = runtime or await build_runtime(settings)
+        app.state.runtime = runtime or await build_runtime(settings, gateway_metrics)
         try:
             yield
         finally:
@@ -66,14 +70,25 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
                 await app.state.runtime.aclose()
 
     app = FastAPI(title="multimodal-gateway", lifespan=lifespan, docs_url="/docs")
+    app.state.metrics = gateway_metrics
     app.include_router(chat.router)
     app.include_router(models.router)
     app.include_router(health.router)
+    if settings.observability.metrics:
+        app.include_router(metrics.router)
     app.add_exception_handler(GatewayError, _gateway_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(Exception, _unexpected_error)
-    app.add_middleware(InFlightLimitMiddleware, limit=settings.server.max_in_flight)
+    # Added innermost first: request id -> access log and metrics -> API key -> in-flight cap.
+    app.add_middleware(
+        InFlightLimitMiddleware,
+        limit=settings.server.max_in_flight,
+        gauge=gateway_metrics.in_flight,
+    )
     app.add_middleware(ApiKeyMiddleware, keys=settings.api_keys)
+    observability = settings.observability
+    body_bytes = observability.log_body_max_bytes if observability.log_bodies else 0
+    app.add_middleware(AccessMiddleware, metrics=gateway_metrics, log_body_bytes=body_bytes)
     app.add_middleware(RequestIdMiddleware)
     return app

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 
 from gateway.config import ServedModel, Settings, load_settings
+from gateway.observability.logging import configure_logging
+from server_repo.trtllm import cli as trtllm_cli
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -27,6 +28,11 @@ def _parser() -> argparse.ArgumentParser:
         "--device", choices=["cpu", "cuda", "auto"], help="embedded reference device"
     )
     serve.add_argument("--log-level", default="info")
+    trtllm = commands.add_parser(
+        "trtllm-repo",
+        help="write a checked Triton TensorRT-LLM model repository from built engines",
+    )
+    trtllm_cli.add_arguments(trtllm)
     return parser
 
 
@@ -50,14 +56,14 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    if args.command == "trtllm-repo":
+        return trtllm_cli.run(args)
     try:
         settings = settings_from_args(args)
     except (ValueError, FileNotFoundError) as exc:
         print(f"mmgw: configuration error: {exc}", file=sys.stderr)
         return 2
+    configure_logging(settings.observability.log_format, args.log_level)
     import uvicorn
 
     from gateway.app import create_app
@@ -67,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         host=settings.server.host,
         port=settings.server.port,
         log_level=args.log_level,
+        log_config=None,  # configure_logging above owns the handlers: one format for all
+        access_log=False,  # the gateway writes its own access line, with timings and sizes
         timeout_graceful_shutdown=int(settings.server.drain_timeout_s),
     )
     return 0

@@ -71,6 +71,18 @@ class Limits(_Strict):
     decode_workers: int = Field(2, ge=1)
 
 
+class ObservabilitySettings(_Strict):
+    """Logs and metrics. Bodies hold prompts and images, so they are never logged by default."""
+
+    log_format: Literal["json", "text"] = "json"
+    log_bodies: bool = Field(
+        False,
+        description="Debug switch: also log request bodies (prompts, media) at debug level.",
+    )
+    log_body_max_bytes: int = Field(16 * 1024, ge=0)
+    metrics: bool = Field(True, description="Serve Prometheus metrics at /metrics.")
+
+
 class ServedModel(_Strict):
     """One OpenAI model id and the Triton model that serves it."""
 
@@ -123,6 +135,7 @@ class Settings(BaseSettings):
     server: ServerSettings = Field(default_factory=ServerSettings)
     embedded: EmbeddedSettings = Field(default_factory=EmbeddedSettings)
     limits: Limits = Field(default_factory=Limits)
+    observability: ObservabilitySettings = Field(default_factory=ObservabilitySettings)
     models: list[ServedModel] = Field(default_factory=default_models)
     api_keys: tuple[str, ...] = ()
     unsafe_allow_private_media_urls_for_tests: bool = Field(

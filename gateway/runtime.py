@@ -17,6 +17,7 @@ from gateway.families.base import Family
 from gateway.families.registry import get_family
 from gateway.media.fetch import FetchLimits, MediaFetcher
 from gateway.media.identity import ExtraIdRegistry
+from gateway.observability.metrics import GatewayMetrics
 from gateway.triton.client import TritonClient
 from gateway.triton.contract import ModelContract
 from gateway.triton.embedded import EmbeddedTriton
@@ -57,6 +58,11 @@ class Runtime:
     extra_ids: ExtraIdRegistry
     decode_slots: asyncio.Semaphore
     embedded: EmbeddedTriton | None = None
+    # The app's metrics; the media plane reports through its hooks (``media_fetched``...).
+    metrics: GatewayMetrics = field(default_factory=GatewayMetrics)
+
+    def __post_init__(self) -> None:
+        self.metrics.watch_collisions(lambda: self.extra_ids.collisions)
 
     def model(self, model_id: str) -> ServedRuntime:
         try:
@@ -93,14 +99,16 @@ def embedded_environment(settings: Settings) -> dict[str, str]:
     return env
 
 
-async def build_runtime(settings: Settings) -> Runtime:
+async def build_runtime(settings: Settings, metrics: GatewayMetrics | None = None) -> Runtime:
     """Launch the embedded Triton if needed, connect, and read every model's contract."""
+    metrics = metrics or GatewayMetrics()
     embedded = None
     if settings.needs_embedded:
         embedded = EmbeddedTriton(
             settings.embedded.model_repository,
             env=embedded_environment(settings),
             ready_timeout_s=settings.embedded.ready_timeout_s,
+            on_restart=metrics.triton_restarted,
         )
         await embedded.start()
     clients: dict[str, TritonClient] = {}
@@ -133,4 +141,5 @@ async def build_runtime(settings: Settings) -> Runtime:
         extra_ids=ExtraIdRegistry(),
         decode_slots=asyncio.Semaphore(limits.decode_workers),
         embedded=embedded,
+        metrics=metrics,
     )

@@ -12,7 +12,10 @@ import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from prometheus_client import Gauge
+
 from gateway.errors import RateLimited
+from gateway.observability.logging import REQUEST_ID
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -24,7 +27,11 @@ _SAFE_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
 
 
 class RequestIdMiddleware:
-    """Accept ``X-Request-Id`` (if sane) or make one; expose it and echo it back."""
+    """Accept ``X-Request-Id`` (if sane) or make one; expose it, log with it, echo it back.
+
+    The id reaches Triton as its request id (the chat route passes it to the relay) and
+    every log line written while serving the request (through a ContextVar).
+    """
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -44,16 +51,25 @@ class RequestIdMiddleware:
                 message["headers"] = headers
             await send(message)
 
-        await self.app(scope, receive, send_with_id)
+        token = REQUEST_ID.set(request_id)
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            REQUEST_ID.reset(token)
 
 
 class InFlightLimitMiddleware:
-    """Answer 429 once ``limit`` API requests are in flight, instead of queueing forever."""
+    """Answer 429 once ``limit`` API requests are in flight, instead of queueing forever.
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+    ``gauge`` (the in-flight metric) follows the count, so dashboards see the same number
+    the cap acts on.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int, gauge: Gauge | None = None) -> None:
         self.app = app
         self.limit = limit
         self.in_flight = 0
+        self.gauge = gauge
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not scope.get("path", "").startswith("/v1/"):
@@ -72,7 +88,11 @@ class InFlightLimitMiddleware:
             await send({"type": "http.response.body", "body": body})
             return
         self.in_flight += 1
+        if self.gauge is not None:
+            self.gauge.inc()
         try:
             await self.app(scope, receive, send)
         finally:
             self.in_flight -= 1
+            if self.gauge is not None:
+                self.gauge.dec()

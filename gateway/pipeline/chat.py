@@ -8,10 +8,13 @@ stream loop only relays: formatting belongs to ``streaming/``.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from gateway.errors import InvalidRequest
+from gateway.errors import GatewayError, InvalidRequest
+from gateway.observability.record import RequestRecord
 from gateway.pipeline.conversation import parse_messages
 from gateway.pipeline.images import prepare_images
 from gateway.protocol.chat import ChatCompletionRequest
@@ -28,6 +31,7 @@ class PreparedChat:
     contract: ModelContract
     generation: GenerationRequest
     stops: tuple[str, ...]
+    media_items: int = 0
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,11 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> Prep
     family.check_text(parsed.conversation)
     text_input = family.render(parsed.conversation)
     contract = await served.get_contract()
+    media_started = time.perf_counter()
     images = await prepare_images(parsed.image_urls, served, runtime)
+    if images:
+        runtime.metrics.media_prepared(served.config.id, time.perf_counter() - media_started)
+        runtime.metrics.kv_reuse_id_sent(served.config.id)
     stops = tuple(dict.fromkeys([*request.stop_list, *family.stop_strings]))
     generation = GenerationRequest(
         text_input=text_input,
@@ -110,39 +118,55 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> Prep
         images=(images.tensor_name, images.tensor) if images else None,
         **_sampling(request),  # type: ignore[arg-type]
     )
-    return PreparedChat(served, contract, generation, stops)
+    return PreparedChat(served, contract, generation, stops, len(parsed.image_urls))
 
 
-async def relay(prepared: PreparedChat, request_id: str) -> AsyncIterator[str | Outcome]:
+async def relay(
+    prepared: PreparedChat, request_id: str, record: RequestRecord | None = None
+) -> AsyncIterator[str | Outcome]:
     """Text deltas as Triton produces them, then one ``Outcome``.
 
     Leaving early (a stop string matched, the caller went away) closes the Triton stream,
-    which cancels the request upstream.
+    which cancels the request upstream. ``request_id`` becomes Triton's request id.
+    ``record`` (observability) hears of each token, the usage, an error or an early exit.
     """
+    record = record or RequestRecord(request_id, "", "")
     served = prepared.served
     inputs = build_inputs(prepared.generation, prepared.contract)
     stop = StopMatcher(prepared.stops)
     to_delta = CumulativeToDelta() if served.config.streaming == "cumulative" else None
     steps = 0
     counters: dict[str, int] = {}
+    finished = False
     stream = served.client.stream(served.config.triton_model, inputs, request_id)
     try:
         async for response in stream:
             counters.update(response.counters)
             if response.has_output and not response.final:
                 steps += 1
+                record.on_token()
             text = to_delta(response.text) if to_delta else response.text
             emitted = stop.feed(text)
             if emitted:
                 yield emitted
             if stop.stopped:
                 break
-    finally:
         await stream.aclose()
-    tail = stop.flush()
-    if tail:
-        yield tail
-    yield _outcome(prepared, steps, counters, stop.stopped)
+        tail = stop.flush()
+        if tail:
+            yield tail
+        outcome = _outcome(prepared, steps, counters, stop.stopped)
+        record.set_usage(outcome.usage, outcome.finish_reason)
+        finished = True
+        yield outcome
+    except GatewayError as exc:
+        record.error_code = exc.code
+        raise
+    except (GeneratorExit, asyncio.CancelledError):
+        record.cancelled = not finished  # closed after the outcome is the normal end
+        raise
+    finally:
+        await stream.aclose()  # a no-op once closed; cancels the Triton request otherwise
 
 
 def _outcome(

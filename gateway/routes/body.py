@@ -12,6 +12,7 @@ from fastapi import Request
 from pydantic import BaseModel, ValidationError
 
 from gateway.errors import InvalidRequest, MediaTooLarge
+from gateway.observability.record import record_of
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -42,6 +43,7 @@ def _location(error: dict) -> str:  # type: ignore[type-arg]
 
 async def parse_body(request: Request, model: type[Model], max_bytes: int) -> Model:
     raw = await read_capped(request, max_bytes)
+    record_of(request.state).keep_body(raw)  # its size; the body itself only when debugging
     if not raw.strip():
         raise InvalidRequest("the request body is empty; expected a JSON object")
     try:

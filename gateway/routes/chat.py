@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from gateway.errors import UpstreamFailed
+from gateway.observability.record import record_of
 from gateway.pipeline.chat import Outcome, prepare_chat, relay
 from gateway.protocol.chat import ChatCompletionRequest
 from gateway.routes.body import parse_body
@@ -23,11 +24,15 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 @router.post("/v1/chat/completions", response_model=None)
 async def chat_completions(request: Request) -> Response:
     runtime = request.app.state.runtime
+    record = record_of(request.state)
     body = await parse_body(request, ChatCompletionRequest, runtime.settings.server.max_body_bytes)
+    record.set_model(body.model, body.model in runtime.models)
+    record.stream = body.stream
     prepared = await prepare_chat(body, runtime)
+    record.media_items = prepared.media_items
     completion_id = new_completion_id()
     request_id = request.state.request_id
-    events = relay(prepared, request_id)
+    events = relay(prepared, request_id, record)
     if body.stream:
         first = await first_item(events)
         writer = ChunkWriter(completion_id, body.model)

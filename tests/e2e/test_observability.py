@@ -1,0 +1,112 @@
+"""Metrics and logs after real requests through the gateway to the co-launched Triton."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from gateway.observability.logging import JsonFormatter
+from tests.e2e.conftest import make_image
+
+pytestmark = pytest.mark.e2e
+
+SECRET_PROMPT = "zebra-violet-secret-prompt"
+MODEL = "reference-llava"
+
+
+def metric_values(text: str) -> dict[str, float]:
+    """name{sorted labels} -> value, for the gateway's own series."""
+    values: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
+            values[f"{sample.name}{{{labels}}}"] = sample.value
+    return values
+
+
+async def streamed_request(http: httpx.AsyncClient, request_id: str) -> str:
+    image = "data:image/png;base64," + base64.b64encode(make_image(11)).decode()
+    body = {
+        "model": MODEL,
+        "max_tokens": 12,
+        "min_tokens": 12,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": SECRET_PROMPT},
+                    {"type": "image_url", "image_url": {"url": image}},
+                ],
+            }
+        ],
+    }
+    headers = {"X-Request-Id": request_id}
+    async with http.stream("POST", "/v1/chat/completions", json=body, headers=headers) as response:
+        assert response.status_code == 200
+        assert response.headers["x-request-id"] == request_id
+        return "".join([line async for line in response.aiter_lines()])
+
+
+async def test_metrics_show_non_zero_histograms_after_a_request(gateway_url: str) -> None:
+    async with httpx.AsyncClient(base_url=gateway_url, timeout=120) as http:
+        await streamed_request(http, "metrics-e2e-1")
+        response = await http.get("/metrics")
+    assert response.status_code == 200
+    values = metric_values(response.text)
+    model = f"model={MODEL}"
+    for histogram in (
+        f"mmgw_time_to_first_token_seconds_sum{{{model}}}",
+        f"mmgw_inter_token_seconds_sum{{{model}}}",
+        f"mmgw_request_duration_seconds_sum{{endpoint=/v1/chat/completions,{model}}}",
+        f"mmgw_media_prepare_seconds_sum{{{model}}}",
+    ):
+        assert values[histogram] > 0, histogram
+    assert values[f"mmgw_inter_token_seconds_count{{{model}}}"] >= 11
+    ok = f"mmgw_requests_total{{code=,endpoint=/v1/chat/completions,{model},status=200}}"
+    assert values[ok] >= 1
+    assert values[f"mmgw_kv_reuse_ids_sent_total{{{model}}}"] >= 1
+    assert values[f"mmgw_tokens_total{{{model},type=completion}}"] >= 12
+    assert values["mmgw_in_flight_requests{}"] == 0
+    assert values["mmgw_kv_reuse_id_collisions_total{}"] == 0
+
+
+async def test_errors_are_counted_by_code(gateway_url: str) -> None:
+    async with httpx.AsyncClient(base_url=gateway_url, timeout=60) as http:
+        bad = {"model": "no-such-model", "messages": [{"role": "user", "content": "hi"}]}
+        assert (await http.post("/v1/chat/completions", json=bad)).status_code == 404
+        values = metric_values((await http.get("/metrics")).text)
+    key = (
+        "mmgw_requests_total{code=model_not_found,endpoint=/v1/chat/completions,"
+        "model=unknown,status=404}"
+    )
+    assert values[key] >= 1
+
+
+async def test_one_json_access_line_per_request_without_the_prompt(
+    gateway_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="gateway.access")
+    async with httpx.AsyncClient(base_url=gateway_url, timeout=120) as http:
+        await streamed_request(http, "log-e2e-7")
+    formatter = JsonFormatter()
+    lines = [
+        formatter.format(r)
+        for r in caplog.records
+        if r.name == "gateway.access" and getattr(r, "fields", {}).get("request_id") == "log-e2e-7"
+    ]
+    assert len(lines) == 1
+    assert SECRET_PROMPT not in lines[0] and "base64" not in lines[0]
+    entry = json.loads(lines[0])
+    assert entry["msg"] == "request" and entry["level"] == "info"
+    assert entry["model"] == MODEL and entry["status"] == 200 and entry["stream"] is True
+    assert entry["prompt_tokens"] > 576 and entry["completion_tokens"] == 12
+    assert entry["media_items"] == 1 and entry["request_bytes"] > 1000
+    assert entry["ttft_ms"] > 0 and entry["duration_ms"] >= entry["ttft_ms"]
+    assert entry["tokens_per_s"] > 0 and entry["finish_reason"] == "length"
