@@ -11,10 +11,16 @@ The tree:
     GatewayError                      500 server_error
     ├── ClientError                   400 invalid_request_error (the caller's fault)
     │   ├── InvalidRequest            400 a field is wrong or a combination is unsupported
-    │   ├── MediaError                400 a media part could not be used
-    │   │   ├── MediaFetchError       400 the URL could not be fetched (404, refused, timeout)
-    │   │   ├── MediaTooLarge         400/413 bytes or pixels over a configured limit
-    │   │   └── MediaDecodeError      400 the bytes are not a supported, intact image/video/audio
+    │   ├── MediaError                400 invalid_media: a media part could not be used
+    │   │   ├── MediaFetchError       400 media_fetch_failed: HTTP error, unreachable, bad redirect
+    │   │   │   └── MediaURLError     400 invalid_image_url (video/audio: invalid_*_url): the URL
+    │   │   │                             itself is refused (malformed, scheme, not public)
+    │   │   ├── MediaTooLarge         400 media_too_large: bytes, pixels, frames or seconds
+    │   │   ├── MediaTimeout          400 media_timeout: fetching or decoding ran out of time
+    │   │   ├── TooManyMediaItems     400 too_many_media_items: more parts than allowed
+    │   │   └── MediaDecodeError      400 invalid_media: truncated, corrupt or empty bytes
+    │   │       └── UnsupportedMedia  400 unsupported_media_type: a format, container or codec
+    │   │                                 outside the allowlist
     │   ├── ModelNotFound             404 no served model has that id
     │   ├── AuthenticationError       401 missing or wrong API key
     │   └── RateLimited               429 too many requests in flight
@@ -72,9 +78,20 @@ class MediaError(ClientError):
 
 
 class MediaFetchError(MediaError):
-    """Fetching a media URL failed: bad scheme, refused address, HTTP error, timeout."""
+    """Fetching a media URL failed: HTTP error, unreachable host, bad or endless redirects."""
 
     default_code = "media_fetch_failed"
+
+
+class MediaURLError(MediaFetchError):
+    """The URL is refused before (or instead of) fetching it: malformed, unsupported scheme,
+    a host outside the allowlist, or an address that is not public (SSRF guard).
+
+    The pipeline sets the code per part kind (``invalid_image_url``, ``invalid_video_url``,
+    ``invalid_audio_url``), as OpenAI names its image-URL refusals.
+    """
+
+    default_code = "invalid_image_url"
 
 
 class MediaTooLarge(MediaError):
@@ -83,10 +100,28 @@ class MediaTooLarge(MediaError):
     default_code = "media_too_large"
 
 
-class MediaDecodeError(MediaError):
-    """The bytes are not a supported, intact media file."""
+class MediaTimeout(MediaError):
+    """Fetching or decoding one item took longer than its time budget."""
 
-    default_code = "invalid_image"
+    default_code = "media_timeout"
+
+
+class TooManyMediaItems(MediaError):
+    """A request carries more images, videos or audio clips than the model or server allows."""
+
+    default_code = "too_many_media_items"
+
+
+class MediaDecodeError(MediaError):
+    """The bytes are not an intact media file (truncated, corrupt, empty)."""
+
+    default_code = "invalid_media"
+
+
+class UnsupportedMedia(MediaDecodeError):
+    """The bytes are a format, container or codec outside the allowlist."""
+
+    default_code = "unsupported_media_type"
 
 
 class ModelNotFound(ClientError):

@@ -6,28 +6,24 @@ For http(s) it resolves the host once, refuses any address that is not globally 
 swap it), keeps the Host header and TLS SNI/certificate check on the host name, and follows
 redirects itself, re-checking each hop. Bytes are capped up front (Content-Length) and while
 streaming; the whole fetch runs under one deadline. Identical URLs fetched at the same time are
-fetched once, and a small TTL cache serves repeats.
+fetched once, and a small TTL cache serves repeats (both in ``cache.py``).
 
-Every failure leaves as a ``MediaError`` (or ``InvalidRequest`` for a malformed URL) whose
-message names at most the URL's host. Decoding the bytes is ``image.py``'s job.
+Every failure leaves as a ``MediaError`` whose message names at most the URL's host: a URL
+refused before fetching is a ``MediaURLError``, a fetch that fails a ``MediaFetchError``, one
+that runs out of time a ``MediaTimeout``. Decoding the bytes is ``image.py``'s (and
+``video.py``'s, ``audio.py``'s) job.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
-import copy
 import http
 import mimetypes
-import os
 import socket
 import ssl
-import stat
-import time
 import urllib.parse
 import urllib.request
-from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from ipaddress import IPv4Address, IPv6Address, ip_network
@@ -35,18 +31,36 @@ from pathlib import Path
 
 import httpx
 
-from gateway.errors import GatewayError, InvalidRequest, MediaFetchError, MediaTooLarge
+from gateway.errors import MediaFetchError, MediaTimeout, MediaTooLarge, MediaURLError
+from gateway.media._transport import PerHostTransport
+from gateway.media.cache import (
+    DEFAULT_CACHE_MAX_BYTES,
+    DEFAULT_CACHE_MAX_ENTRIES,
+    DEFAULT_CACHE_TTL_S,
+    ContentCache,
+    SingleFlight,
+)
+from gateway.media.local import (
+    FetchedMedia,
+    decode_data_url,
+    media_type,
+    read_local_file,
+    too_large,
+)
 from gateway.media.netguard import is_globally_routable, parse_ip
 
-__all__ = ["FetchLimits", "FetchedMedia", "MediaFetcher", "decode_data_url"]
+__all__ = [
+    "FetchLimits",
+    "FetchedMedia",
+    "MediaFetcher",
+    "Resolver",
+    "decode_data_url",
+]
 
 DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 DEFAULT_CONNECT_TIMEOUT_S = 5.0
 DEFAULT_TOTAL_TIMEOUT_S = 20.0
 DEFAULT_MAX_REDIRECTS = 3
-DEFAULT_CACHE_MAX_ENTRIES = 64
-DEFAULT_CACHE_MAX_BYTES = 64 * 1024 * 1024
-DEFAULT_CACHE_TTL_S = 60.0
 
 MAX_URL_LENGTH = 8192  # for http(s) and file:; data: URLs are bounded by max_bytes instead
 # What unsafe_allow_private_addresses_for_tests admits (test servers, container networks).
@@ -55,13 +69,18 @@ _TEST_NETWORKS = (
     *map(ip_network, ("::1/128", "fc00::/7")),
 )
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-_TLS_POOLS = 32  # connection pools kept per TLS host name (see _PerHostTransport)
 _HEADERS = {
     "User-Agent": "multimodal-gateway/0.1 (media fetcher)",
     "Accept": "image/*, video/*, audio/*;q=0.9, */*;q=0.5",
     # Media is already compressed; refusing transfer encodings avoids gzip bombs entirely.
     "Accept-Encoding": "identity",
 }
+
+
+IPAddress = IPv4Address | IPv6Address
+# (host name, port) -> every address of the name. Tests inject one to make a name resolve to
+# loopback without touching the system resolver; the default asks getaddrinfo.
+Resolver = Callable[[str, int], Awaitable[list[IPAddress]]]
 
 
 @dataclass(frozen=True)
@@ -78,133 +97,6 @@ class FetchLimits:
     cache_ttl_s: float = DEFAULT_CACHE_TTL_S
 
 
-@dataclass(frozen=True)
-class FetchedMedia:
-    """Fetched bytes. ``url`` is the final URL after redirects; for data: URLs only
-    ``data:<media type>``, so a 20 MB payload is not held twice."""
-
-    data: bytes
-    content_type: str | None  # the media type alone, lower-case ("image/png"), if declared
-    url: str
-
-
-def _media_type(value: str | None) -> str | None:
-    """``image/PNG; charset=x`` -> ``image/png``; blank -> None."""
-    media_type = (value or "").split(";", 1)[0].strip().lower()
-    return media_type or None
-
-
-def _too_large(what: str, size: int, limit: int) -> MediaTooLarge:
-    return MediaTooLarge(f"{what} is {size} bytes, over the limit of {limit} bytes.")
-
-
-def decode_data_url(url: str, max_bytes: int) -> FetchedMedia:
-    """Decode an RFC 2397 ``data:`` URL, refusing oversize payloads before decoding them.
-
-    Base64 (standard or URL-safe, padding optional, whitespace ignored) and percent-encoded
-    payloads are accepted. The size check runs on the encoded text, whose length bounds the
-    decoded size, so a huge payload costs no decoding work.
-    """
-    header, comma, payload = url[len("data:") :].partition(",")
-    if not comma:
-        raise InvalidRequest("The data: URL is malformed: it has no ',' before the data.")
-    params = header.split(";")
-    is_base64 = params[-1].strip().lower() == "base64"
-    content_type = _media_type(params[0])
-    if len(payload) > 3 * max_bytes + 64:  # no encoding of max_bytes bytes is longer
-        raise MediaTooLarge(f"The data: URL payload is over the limit of {max_bytes} bytes.")
-    if is_base64:
-        data = _decode_base64(payload, max_bytes)
-    else:
-        data = urllib.parse.unquote_to_bytes(payload)
-    if len(data) > max_bytes:
-        raise _too_large("The data: URL payload", len(data), max_bytes)
-    return FetchedMedia(data=data, content_type=content_type, url=f"data:{content_type or ''}")
-
-
-def _decode_base64(payload: str, max_bytes: int) -> bytes:
-    """Strictly decode base64 after an exact size check on the cleaned encoded text."""
-    if "%" in payload:
-        payload = urllib.parse.unquote(payload)
-    text = "".join(payload.split()).rstrip("=").translate(str.maketrans("-_", "+/"))
-    decoded_size = len(text) * 3 // 4
-    if decoded_size > max_bytes:
-        raise _too_large("The data: URL payload", decoded_size, max_bytes)
-    try:
-        return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
-    except (binascii.Error, ValueError):
-        raise InvalidRequest("The data: URL is not valid base64.") from None
-
-
-class _ContentCache:
-    """A small LRU of fetched media with a TTL and a byte budget; values are immutable."""
-
-    def __init__(self, max_entries: int, max_bytes: int, ttl_s: float) -> None:
-        self._max_entries, self._max_bytes, self._ttl_s = max_entries, max_bytes, ttl_s
-        self._entries: OrderedDict[str, tuple[float, FetchedMedia]] = OrderedDict()
-        self._bytes = 0
-
-    def get(self, key: str) -> FetchedMedia | None:
-        entry = self._entries.get(key)
-        if entry is None:
-            return None
-        if entry[0] <= time.monotonic():
-            self._drop(key)
-            return None
-        self._entries.move_to_end(key)
-        return entry[1]
-
-    def put(self, key: str, media: FetchedMedia) -> None:
-        size = len(media.data)
-        if self._max_entries <= 0 or size > self._max_bytes // 4:
-            return  # one item may not crowd out the rest
-        self._drop(key)
-        self._entries[key] = (time.monotonic() + self._ttl_s, media)
-        self._bytes += size
-        while len(self._entries) > self._max_entries or self._bytes > self._max_bytes:
-            self._drop(next(iter(self._entries)))
-
-    def _drop(self, key: str) -> None:
-        entry = self._entries.pop(key, None)
-        if entry is not None:
-            self._bytes -= len(entry[1].data)
-
-
-class _PerHostTransport(httpx.AsyncBaseTransport):
-    """One connection pool per TLS host name.
-
-    Requests go to the pinned IP, so httpcore keys its pools on (scheme, IP, port): two host
-    names behind one IP would share a TLS connection whose certificate was checked for only
-    one of them. Keying pools on the SNI name keeps the certificate check per host name. Plain
-    http shares one pool (it authenticates nobody). An evicted pool is closed only after the
-    fetch deadline has passed, so no fetch still using it is cut off.
-    """
-
-    def __init__(self, grace_s: float, **transport_kwargs: object) -> None:
-        self._grace_s = grace_s
-        self._kwargs = transport_kwargs
-        self._pools: OrderedDict[str, httpx.AsyncHTTPTransport] = OrderedDict()
-        self._retired: list[tuple[float, httpx.AsyncHTTPTransport]] = []
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        key = str(request.extensions.get("sni_hostname") or "")
-        pool = self._pools.pop(key, None) or httpx.AsyncHTTPTransport(**self._kwargs)  # type: ignore[arg-type]
-        self._pools[key] = pool
-        while len(self._pools) > _TLS_POOLS:
-            self._retired.append((time.monotonic(), self._pools.popitem(last=False)[1]))
-        now = time.monotonic()
-        while self._retired and now - self._retired[0][0] > self._grace_s:
-            await self._retired.pop(0)[1].aclose()
-        return await pool.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        pools = [*self._pools.values(), *(pool for _, pool in self._retired)]
-        self._pools.clear()
-        self._retired.clear()
-        for pool in pools:
-            await pool.aclose()
-
-
 class MediaFetcher:
     """Fetches media URLs for requests; build one per app (in the lifespan), ``aclose()`` it.
 
@@ -218,6 +110,10 @@ class MediaFetcher:
     deployment: it lets any user make the gateway call services on its own host and network.
 
     ``ssl_context``: the TLS trust to verify servers with (default: the system's CA bundle).
+
+    ``resolver``: where host names are looked up (default: the system's getaddrinfo). Every
+    address it returns is still judged by the SSRF guard; tests use it to make a name resolve
+    to loopback.
     """
 
     def __init__(
@@ -227,17 +123,19 @@ class MediaFetcher:
         file_root: Path | None = None,
         ssl_context: ssl.SSLContext | None = None,
         unsafe_allow_private_addresses_for_tests: bool = False,
+        resolver: Resolver | None = None,
     ) -> None:
         self.limits = limits or FetchLimits()
+        self._resolver = resolver or _system_resolve
         self._file_root = file_root.resolve(strict=True) if file_root is not None else None
         self._allow_private = unsafe_allow_private_addresses_for_tests
         self._domains = tuple(_ascii_host(d.strip(".")) for d in self.limits.allowed_domains)
-        self._cache = _ContentCache(
+        self._cache: ContentCache[FetchedMedia] = ContentCache(
             self.limits.cache_max_entries, self.limits.cache_max_bytes, self.limits.cache_ttl_s
         )
-        self._inflight: dict[str, asyncio.Task[FetchedMedia]] = {}
+        self._single_flight: SingleFlight[FetchedMedia] = SingleFlight()
         timeout = httpx.Timeout(self.limits.total_timeout_s, connect=self.limits.connect_timeout_s)
-        transport = _PerHostTransport(
+        transport = PerHostTransport(
             self.limits.total_timeout_s + 1.0, verify=ssl_context or True, trust_env=False
         )
         self._client = httpx.AsyncClient(
@@ -251,47 +149,35 @@ class MediaFetcher:
         )
 
     async def fetch(self, url: str) -> FetchedMedia:
-        """The bytes behind ``url``; raises MediaFetchError, MediaTooLarge or InvalidRequest."""
+        """The bytes behind ``url``.
+
+        Raises MediaURLError (the URL is refused), MediaFetchError, MediaTooLarge or
+        MediaTimeout.
+        """
         scheme = url.partition(":")[0].strip().lower() if ":" in url else ""
         if scheme == "data":
             return decode_data_url(url, self.limits.max_bytes)
         if len(url) > MAX_URL_LENGTH:
-            raise InvalidRequest(f"The media URL is longer than {MAX_URL_LENGTH} characters.")
+            raise MediaURLError(f"The media URL is longer than {MAX_URL_LENGTH} characters.")
         if scheme == "file":
             return await self._fetch_file(url)
         if scheme not in ("http", "https"):
-            raise MediaFetchError(
+            raise MediaURLError(
                 f"Unsupported media URL scheme {scheme[:16]!r}; use https, http or data."
             )
         cached = self._cache.get(url)
         if cached is not None:
             return cached
-        task = self._inflight.get(url)
-        if task is None:  # single flight: later callers await the first caller's fetch
-            task = asyncio.create_task(self._fetch_and_cache(url))
-            self._inflight[url] = task
-            task.add_done_callback(lambda done: self._forget(url, done))
-        try:
-            # shield: one caller going away must not cancel the fetch the others wait on
-            return await asyncio.shield(task)
-        except GatewayError as exc:
-            raise copy.copy(exc) from exc  # each caller gets its own error to annotate
+        return await self._single_flight.run(url, lambda: self._fetch_and_cache(url))
 
     async def aclose(self) -> None:
         """Cancel fetches in flight and close every connection."""
-        for task in list(self._inflight.values()):
-            task.cancel()
+        self._single_flight.cancel_all()
         await self._client.aclose()
-
-    def _forget(self, url: str, task: asyncio.Task[FetchedMedia]) -> None:
-        if self._inflight.get(url) is task:
-            del self._inflight[url]
-        if not task.cancelled():
-            task.exception()  # retrieved here, so a fetch nobody awaits any more logs nothing
 
     async def _fetch_and_cache(self, url: str) -> FetchedMedia:
         media = await self._fetch_http(url)
-        self._cache.put(url, media)
+        self._cache.put(url, media, len(media.data))
         return media
 
     async def _fetch_http(self, url: str) -> FetchedMedia:
@@ -299,17 +185,15 @@ class MediaFetcher:
         try:
             parsed = httpx.URL(url)
         except httpx.InvalidURL:
-            raise InvalidRequest("The media URL is malformed.") from None
+            raise MediaURLError("The media URL is malformed.") from None
         host = parsed.host
         if not host:
-            raise InvalidRequest("The media URL has no host.")
+            raise MediaURLError("The media URL has no host.")
         limit = self.limits.total_timeout_s
         try:
             return await asyncio.wait_for(self._follow(parsed, host), limit)
         except (asyncio.TimeoutError, httpx.TimeoutException) as exc:
-            raise MediaFetchError(
-                f"Fetching media from {host} timed out after {limit:g} s."
-            ) from exc
+            raise MediaTimeout(f"Fetching media from {host} timed out after {limit:g} s.") from exc
         except httpx.HTTPError as exc:
             raise MediaFetchError(f"Fetching media from {host} failed: {_describe(exc)}.") from exc
         except httpx.InvalidURL as exc:  # httpx parses every Location, even when not following
@@ -331,7 +215,7 @@ class MediaFetcher:
                         f"{_status_text(response.status_code)}."
                     )
                 data = await self._read_body(response, host)
-                content_type = _media_type(response.headers.get("content-type"))
+                content_type = media_type(response.headers.get("content-type"))
                 return FetchedMedia(data=data, content_type=content_type, url=str(url))
             finally:
                 await response.aclose()
@@ -343,10 +227,10 @@ class MediaFetcher:
         """Send GET to a checked address of the URL's host; try the next address if one refuses."""
         where = f"{host} (after a redirect)" if redirected else host
         if url.scheme not in ("http", "https"):
-            raise MediaFetchError(f"Fetching media from {where} failed: unsupported URL scheme.")
+            raise MediaURLError(f"Fetching media from {where} is refused: unsupported URL scheme.")
         name = url.raw_host.decode("ascii")
         if self._domains and not _domain_allowed(name, self._domains):
-            raise MediaFetchError(f"Fetching media from {where} is not allowed on this server.")
+            raise MediaURLError(f"Fetching media from {where} is not allowed on this server.")
         port = url.port or (443 if url.scheme == "https" else 80)
         addresses = await self._resolve(name, port, where)
         headers = {"Host": url.netloc.decode("ascii")}
@@ -364,27 +248,29 @@ class MediaFetcher:
         assert failure is not None  # _resolve never returns an empty list
         raise failure
 
-    async def _resolve(self, name: str, port: int, where: str) -> list[IPv4Address | IPv6Address]:
-        """Every address of ``name``; refuses the host if ANY of them is not public."""
+    async def _resolve(self, name: str, port: int, where: str) -> list[IPAddress]:
+        """Every address of ``name``; refuses the host if ANY of them is not public.
+
+        Names like ``2130706433``, ``0x7f.1`` or ``0177.0.0.1`` are no IP literal to Python
+        but are to getaddrinfo (inet_aton): they resolve, and the address is judged here.
+        """
         literal = parse_ip(name)
         if literal is not None:
-            addresses: list[IPv4Address | IPv6Address] = [literal]
+            addresses: list[IPAddress] = [literal]
         else:
-            loop = asyncio.get_running_loop()
             try:
-                infos = await loop.getaddrinfo(name, port, type=socket.SOCK_STREAM)
-            except (socket.gaierror, UnicodeError):
+                addresses = list(dict.fromkeys(await self._resolver(name, port)))
+            except (OSError, UnicodeError):
                 raise MediaFetchError(f"Could not resolve the media host {where}.") from None
-            addresses = list(dict.fromkeys(a for a in map(_info_address, infos) if a))
             if not addresses:
                 raise MediaFetchError(f"Could not resolve the media host {where}.")
         if not all(self._address_allowed(a) for a in addresses):
-            raise MediaFetchError(
+            raise MediaURLError(
                 f"Fetching media from {where} is refused: it is not a public internet address."
             )
         return addresses
 
-    def _address_allowed(self, address: IPv4Address | IPv6Address) -> bool:
+    def _address_allowed(self, address: IPAddress) -> bool:
         if self._allow_private and any(address in net for net in _TEST_NETWORKS):
             return True
         return is_globally_routable(address)
@@ -394,7 +280,7 @@ class MediaFetcher:
         limit = self.limits.max_bytes
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
-            raise _too_large(f"The media at {host}", int(declared), limit)
+            raise too_large(f"The media at {host}", int(declared), limit)
         body = bytearray()
         async for chunk in response.aiter_bytes():
             body += chunk
@@ -404,44 +290,17 @@ class MediaFetcher:
 
     async def _fetch_file(self, url: str) -> FetchedMedia:
         if self._file_root is None:
-            raise MediaFetchError("file: URLs are not enabled on this server.")
+            raise MediaURLError("file: URLs are not enabled on this server.")
         parts = urllib.parse.urlsplit(url)
         if parts.netloc not in ("", "localhost"):
-            raise MediaFetchError("file: URLs must name a local path (file:///path).")
+            raise MediaURLError("file: URLs must name a local path (file:///path).")
         path = Path(urllib.request.url2pathname(parts.path))
         if not path.is_absolute():
-            raise InvalidRequest("A file: URL must hold an absolute path (file:///path).")
-        data = await asyncio.to_thread(_read_local, path, self._file_root, self.limits.max_bytes)
+            raise MediaURLError("A file: URL must hold an absolute path (file:///path).")
+        data = await asyncio.to_thread(
+            read_local_file, path, self._file_root, self.limits.max_bytes
+        )
         return FetchedMedia(data=data, content_type=mimetypes.guess_type(path.name)[0], url=url)
-
-
-def _read_local(path: Path, root: Path, max_bytes: int) -> bytes:
-    """Read a regular file inside ``root`` (symlinks resolved first), at most ``max_bytes``."""
-    try:
-        resolved = path.resolve(strict=True)
-    except (OSError, RuntimeError):
-        raise MediaFetchError("The local media file does not exist.") from None
-    if not resolved.is_relative_to(root):
-        raise MediaFetchError("The local media file is outside the directory this server serves.")
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    try:
-        fd = os.open(resolved, flags)  # O_NONBLOCK: a FIFO must not hang the worker
-    except OSError:
-        raise MediaFetchError("The local media file cannot be read.") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise MediaFetchError("The local media path is not a regular file.")
-        if info.st_size > max_bytes:
-            raise _too_large("The local media file", info.st_size, max_bytes)
-    except BaseException:
-        os.close(fd)
-        raise
-    with os.fdopen(fd, "rb") as handle:
-        data = handle.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        raise MediaTooLarge(f"The local media file is over the limit of {max_bytes} bytes.")
-    return data
 
 
 def _redirect_target(url: httpx.URL, response: httpx.Response, host: str) -> httpx.URL:
@@ -452,7 +311,13 @@ def _redirect_target(url: httpx.URL, response: httpx.Response, host: str) -> htt
     return url.join(location)
 
 
-def _info_address(info: tuple) -> IPv4Address | IPv6Address | None:  # type: ignore[type-arg]
+async def _system_resolve(name: str, port: int) -> list[IPAddress]:
+    """The system resolver's IPv4 and IPv6 addresses for ``name``."""
+    infos = await asyncio.get_running_loop().getaddrinfo(name, port, type=socket.SOCK_STREAM)
+    return [address for address in map(_info_address, infos) if address is not None]
+
+
+def _info_address(info: tuple) -> IPAddress | None:  # type: ignore[type-arg]
     """The address of one getaddrinfo entry, if it is IPv4 or IPv6."""
     family, sockaddr = info[0], info[4]
     if family not in (socket.AF_INET, socket.AF_INET6):

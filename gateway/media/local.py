@@ -1,0 +1,121 @@
+"""Media that needs no network: ``data:`` URLs, base64 payloads, and files under a local root.
+
+``fetch.py`` routes URLs here by scheme; the pipeline decodes ``input_audio.data`` with
+``decode_base64_payload``. Sizes are checked before any decoding work, so an oversize
+payload costs nothing. Errors are ``MediaURLError`` (malformed), ``MediaTooLarge`` or
+``MediaFetchError`` (a local file that cannot be served), with no path in the message.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import stat
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+
+from gateway.errors import MediaFetchError, MediaTooLarge, MediaURLError
+
+__all__ = [
+    "FetchedMedia",
+    "decode_base64_payload",
+    "decode_data_url",
+    "media_type",
+    "read_local_file",
+    "too_large",
+]
+
+
+@dataclass(frozen=True)
+class FetchedMedia:
+    """Fetched bytes. ``url`` is the final URL after redirects; for data: URLs only
+    ``data:<media type>``, so a 20 MB payload is not held twice."""
+
+    data: bytes
+    content_type: str | None  # the media type alone, lower-case ("image/png"), if declared
+    url: str
+
+
+def media_type(value: str | None) -> str | None:
+    """``image/PNG; charset=x`` -> ``image/png``; blank -> None."""
+    bare = (value or "").split(";", 1)[0].strip().lower()
+    return bare or None
+
+
+def too_large(what: str, size: int, limit: int) -> MediaTooLarge:
+    return MediaTooLarge(f"{what} is {size} bytes, over the limit of {limit} bytes.")
+
+
+def decode_data_url(url: str, max_bytes: int) -> FetchedMedia:
+    """Decode an RFC 2397 ``data:`` URL, refusing oversize payloads before decoding them.
+
+    Base64 (standard or URL-safe, padding optional, whitespace ignored) and percent-encoded
+    payloads are accepted. The size check runs on the encoded text, whose length bounds the
+    decoded size, so a huge payload costs no decoding work.
+    """
+    header, comma, payload = url[len("data:") :].partition(",")
+    if not comma:
+        raise MediaURLError("The data: URL is malformed: it has no ',' before the data.")
+    params = header.split(";")
+    is_base64 = params[-1].strip().lower() == "base64"
+    content_type = media_type(params[0])
+    if len(payload) > 3 * max_bytes + 64:  # no encoding of max_bytes bytes is longer
+        raise MediaTooLarge(f"The data: URL payload is over the limit of {max_bytes} bytes.")
+    if is_base64:
+        data = decode_base64_payload(payload, max_bytes, "The data: URL payload")
+    else:
+        data = urllib.parse.unquote_to_bytes(payload)
+    if len(data) > max_bytes:
+        raise too_large("The data: URL payload", len(data), max_bytes)
+    return FetchedMedia(data=data, content_type=content_type, url=f"data:{content_type or ''}")
+
+
+def decode_base64_payload(payload: str, max_bytes: int, what: str) -> bytes:
+    """Strictly decode base64 (standard or URL-safe, padding optional, whitespace and
+    percent-escapes tolerated) after an exact size check on the cleaned encoded text.
+
+    Also decodes ``input_audio.data``; ``what`` names the payload in error messages.
+    """
+    if len(payload) > 3 * max_bytes + 64:  # no encoding of max_bytes bytes is longer
+        raise MediaTooLarge(f"{what} is over the limit of {max_bytes} bytes.")
+    if "%" in payload:
+        payload = urllib.parse.unquote(payload)
+    text = "".join(payload.split()).rstrip("=").translate(str.maketrans("-_", "+/"))
+    decoded_size = len(text) * 3 // 4
+    if decoded_size > max_bytes:
+        raise too_large(what, decoded_size, max_bytes)
+    try:
+        return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        raise MediaURLError(f"{what} is not valid base64.") from None
+
+
+def read_local_file(path: Path, root: Path, max_bytes: int) -> bytes:
+    """Read a regular file inside ``root`` (symlinks resolved first), at most ``max_bytes``."""
+    try:
+        resolved = path.resolve(strict=True)
+    except (OSError, RuntimeError):
+        raise MediaFetchError("The local media file does not exist.") from None
+    if not resolved.is_relative_to(root):
+        raise MediaFetchError("The local media file is outside the directory this server serves.")
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(resolved, flags)  # O_NONBLOCK: a FIFO must not hang the worker
+    except OSError:
+        raise MediaFetchError("The local media file cannot be read.") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise MediaFetchError("The local media path is not a regular file.")
+        if info.st_size > max_bytes:
+            raise too_large("The local media file", info.st_size, max_bytes)
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise MediaTooLarge(f"The local media file is over the limit of {max_bytes} bytes.")
+    return data
