@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from gateway.errors import MediaDecodeError, MediaTooLarge
+from gateway.errors import MediaDecodeError, MediaTooLarge, UnsupportedMedia
 from gateway.media.image import ImageLimits, decode_image, sniff_image_format
 
 LIMITS = ImageLimits()
@@ -65,17 +65,25 @@ def test_supported_formats_decode_to_rgb(fmt: str, params: dict[str, object]) ->
     "data",
     [
         b"hello, world",
-        b"",
         encode(halves(), "BMP"),
         encode(halves(), "TIFF"),
         b"<svg xmlns='http://www.w3.org/2000/svg'/>",
         b"RIFF\0\0\0\0WAVEfmt ",
     ],
-    ids=["text", "empty", "bmp", "tiff", "svg", "wav"],
+    ids=["text", "bmp", "tiff", "svg", "wav"],
 )
 def test_not_a_supported_image(data: bytes) -> None:
-    with pytest.raises(MediaDecodeError, match=r"not a supported image \(JPEG, PNG, WebP, GIF\)"):
+    with pytest.raises(
+        UnsupportedMedia, match=r"not a supported image \(JPEG, PNG, WebP, GIF\)"
+    ) as e:
         decode_image(data, LIMITS)
+    assert e.value.code == "unsupported_media_type"
+
+
+def test_empty_bytes_are_invalid_media() -> None:
+    with pytest.raises(MediaDecodeError, match=r"empty \(0 bytes\)") as caught:
+        decode_image(b"", LIMITS)
+    assert caught.value.code == "invalid_media"
 
 
 @pytest.mark.parametrize("fmt", ["PNG", "JPEG", "GIF", "WEBP"])
@@ -213,10 +221,14 @@ def test_animation_gives_the_first_frame(fmt: str) -> None:
 def test_jpeg_draft_only_when_much_larger() -> None:
     data = encode(halves((2000, 1000)), "JPEG", quality=90)
     assert decode_image(data, LIMITS).size == (2000, 1000)
-    reduced = decode_image(data, LIMITS, target_size=(448, 224))
+    reduced = decode_image(data, LIMITS, target_size=(448, 224), draft_margin=2)
     assert reduced.size == (1000, 500)  # 1/2 scale: still >= 2x the target on both sides
+    assert decode_image(data, LIMITS, target_size=(448, 224)).size == (1000, 500)
+    assert decode_image(data, LIMITS, target_size=(336, 168)).size == (1000, 500)  # not 1/4
+    assert decode_image(data, LIMITS, target_size=(448, 224), draft_margin=0).size == (2000, 1000)
     assert near(reduced.getpixel((10, 10)), RED) and near(reduced.getpixel((990, 490)), BLUE)
     assert decode_image(data, LIMITS, target_size=(1500, 700)).size == (2000, 1000)
+    assert decode_image(data, LIMITS, target_size=(330, 165)).size == (500, 250)  # 1/4
 
 
 def test_jpeg_draft_respects_orientation() -> None:
