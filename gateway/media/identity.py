@@ -8,9 +8,12 @@ dtype and shape, in order. It is derived from content, never from a URL.
 
 ``content_digest`` frames each field with a length prefix before hashing (BLAKE2b-256), so no
 two different inputs can produce the same byte stream (the collision bugs seen elsewhere came
-from missing framing, missing shapes and options left out). The wire id is only 64 bits, so
-``ExtraIdRegistry`` keeps the full digest beside each id it hands out and never gives one id to
-two digests it remembers. Where the arrays come from (decoding, ``families/``) is not its job.
+from missing framing, missing shapes and options left out). A tenant salt, when configured,
+is framed in first, so tenants sharing one Triton never share a cache entry. The wire id is
+only 64 bits, so ``ExtraIdRegistry`` keeps the full digest beside each id it hands out; when a
+different digest arrives with an id already held (a 64-bit collision), that request gets no id
+at all rather than a shared one. Where the arrays come from (decoding, ``families/``) is not
+its job.
 """
 
 from __future__ import annotations
@@ -28,7 +31,6 @@ DIGEST_SIZE = 32
 DEFAULT_MAX_ENTRIES = 65_536
 _DOMAIN = b"mmgw/prompt_table_extra_id"
 _VERSION = 1  # bump when the framing changes, so old and new ids never meet
-_UINT64_MASK = (1 << 64) - 1
 
 
 def _frame(hasher: hashlib._Hash, tag: bytes, payload: bytes | np.ndarray) -> None:
@@ -80,19 +82,31 @@ def content_digest(
     model: str,
     options: Mapping[str, str | int | float] | str,
     arrays: Sequence[np.ndarray],
+    kinds: Sequence[str] | None = None,
+    salt: str | bytes = b"",
 ) -> bytes:
     """BLAKE2b-256 of everything that decides what the model sees, in order.
 
     ``options`` are the processing options (resize, crop, tiling, frame sampling, ...): a
     mapping (canonicalised here) or an already canonical string. ``arrays`` are the processed
-    inputs, one per image or video, in request order.
+    inputs, one per image or video, in request order; ``kinds`` names each one ("image",
+    "video"), so an image and a one-frame video of the same pixels differ. ``salt`` isolates
+    tenants: the same content under two salts gives unrelated digests.
+
+    Salt and kinds are framed only when given, so digests without them are unchanged.
     """
+    if kinds is not None and len(kinds) != len(arrays):
+        raise ValueError("kinds must name every array")
     hasher = hashlib.blake2b(digest_size=DIGEST_SIZE)
     _frame(hasher, b"domain", _DOMAIN + b"/v" + str(_VERSION).encode())
+    if salt:
+        _frame(hasher, b"salt", salt.encode("utf-8") if isinstance(salt, str) else salt)
     _frame(hasher, b"model", model.encode("utf-8"))
     _frame_options(hasher, options)
     _frame(hasher, b"arrays", len(arrays).to_bytes(8, "big"))
-    for array in arrays:
+    for index, array in enumerate(arrays):
+        if kinds is not None:
+            _frame(hasher, b"kind", kinds[index].encode("utf-8"))
         _frame_array(hasher, np.asarray(array))
     return hasher.digest()
 
@@ -101,11 +115,14 @@ class ExtraIdRegistry:
     """Maps content digests to UINT64 extra ids (>= 1), never sharing one id between two
     remembered digests.
 
-    The id is the digest's first 8 bytes. If that id is already held by a different digest (a
-    64-bit collision, about 1 in 2**64 per pair), another id is derived by rehashing with a
-    counter, and ``collisions`` counts it. Ids are remembered in a bounded LRU; a forgotten id
-    may later be reused for other content, which is safe only because ``digest_for`` lets the
-    caller treat a mismatch as a cache miss. The lock makes it safe from worker threads too.
+    The id is a pure function of the digest (its first 8 bytes; 1 if they are all zero), so
+    every gateway replica and every restart derives the same id for the same content, and
+    requests routed to one Triton reuse each other's KV cache. If that id is already held by a
+    different digest (a 64-bit collision, about 1 in 2**64 per pair), ``extra_id`` returns
+    None: that request goes without an id (no reuse) rather than with one that names other
+    content, and ``collisions`` counts it (exported as a metric). Re-deriving another id
+    instead would make the id depend on this registry's history, which other replicas do not
+    share. Ids are remembered in a bounded LRU. The lock makes it safe from worker threads too.
     """
 
     def __init__(self, max_entries: int = DEFAULT_MAX_ENTRIES) -> None:
@@ -120,8 +137,8 @@ class ExtraIdRegistry:
     def __len__(self) -> int:
         return len(self._by_id)
 
-    def extra_id(self, digest: bytes) -> int:
-        """The id for ``digest``: stable while remembered, distinct from every other held id."""
+    def extra_id(self, digest: bytes) -> int | None:
+        """The id for ``digest``, or None when a different digest holds that id."""
         if len(digest) < 8:
             raise ValueError("a digest must have at least 8 bytes")
         with self._lock:
@@ -129,7 +146,11 @@ class ExtraIdRegistry:
             if held is not None:
                 self._by_id.move_to_end(held)
                 return held
-            candidate = self._derive(digest)
+            candidate = int.from_bytes(digest[:8], "big") or 1
+            if candidate in self._by_id:  # held by a different digest: a 64-bit collision
+                self.collisions += 1
+                self._by_id.move_to_end(candidate)
+                return None
             self._by_id[candidate] = digest
             self._by_digest[digest] = candidate
             while len(self._by_id) > self._max_entries:
@@ -141,15 +162,3 @@ class ExtraIdRegistry:
         """The full digest an id currently stands for, or None if it is not remembered."""
         with self._lock:
             return self._by_id.get(extra_id)
-
-    def _derive(self, digest: bytes) -> int:
-        """First 8 bytes; 0 or an id held by another digest means rehash with a counter."""
-        candidate = int.from_bytes(digest[:8], "big")
-        counter = 0
-        while candidate == 0 or candidate in self._by_id:
-            if candidate != 0:
-                self.collisions += 1
-            counter += 1
-            rehash = hashlib.blake2b(digest + counter.to_bytes(8, "big"), digest_size=8)
-            candidate = int.from_bytes(rehash.digest(), "big") & _UINT64_MASK
-        return candidate

@@ -92,20 +92,32 @@ def test_extra_id_is_the_digest_prefix_and_stable() -> None:
     assert registry.collisions == 0 and len(registry) == 1
 
 
-def test_64_bit_collision_gets_another_id() -> None:
+def test_64_bit_collision_drops_the_id_and_counts() -> None:
     registry = ExtraIdRegistry()
     first, second = _prefixed(42, b"one"), _prefixed(42, b"two")
-    a, b = registry.extra_id(first), registry.extra_id(second)
-    assert a == 42 and b != a and 1 <= b < 2**64
-    assert registry.collisions == 1
-    assert registry.digest_for(a) == first and registry.digest_for(b) == second
-    assert registry.extra_id(second) == b and registry.extra_id(first) == a  # both stay put
+    assert registry.extra_id(first) == 42
+    assert registry.extra_id(second) is None  # no id rather than one naming other content
+    assert registry.extra_id(second) is None and registry.collisions == 2
+    assert registry.digest_for(42) == first and registry.extra_id(first) == 42
 
 
-def test_zero_prefix_is_mapped_away() -> None:
+def test_zero_prefix_maps_to_one() -> None:
     registry = ExtraIdRegistry()
-    extra = registry.extra_id(_prefixed(0, b"zero"))
-    assert extra != 0 and registry.collisions == 0
+    assert registry.extra_id(_prefixed(0, b"zero")) == 1  # 0 is not a valid extra id
+    assert registry.extra_id(_prefixed(1, b"one")) is None and registry.collisions == 1
+
+
+def test_salt_and_kinds() -> None:
+    base = digest()
+    assert content_digest(model="llava", options=OPTIONS, arrays=[PIXELS], salt="") == base
+    salted = content_digest(model="llava", options=OPTIONS, arrays=[PIXELS], salt="tenant-a")
+    other = content_digest(model="llava", options=OPTIONS, arrays=[PIXELS], salt=b"tenant-b")
+    assert len({base, salted, other}) == 3
+    image = content_digest(model="m", options="o", arrays=[PIXELS], kinds=["image"])
+    video = content_digest(model="m", options="o", arrays=[PIXELS], kinds=["video"])
+    assert image != video != content_digest(model="m", options="o", arrays=[PIXELS])
+    with pytest.raises(ValueError):
+        content_digest(model="m", options="o", arrays=[PIXELS], kinds=[])
 
 
 def test_lru_bound_and_reuse_after_eviction() -> None:
@@ -127,11 +139,11 @@ def test_thread_safe_mapping() -> None:
     digests = [_prefixed(n % 500 + 1, bytes([n % 7])) for n in range(3000)]
     with ThreadPoolExecutor(8) as pool:
         ids = list(pool.map(registry.extra_id, digests))
-    by_digest: dict[bytes, int] = {}
+    by_digest: dict[bytes, int | None] = {}
     for d, extra in zip(digests, ids, strict=True):
         assert by_digest.setdefault(d, extra) == extra
-    assert len(set(by_digest.values())) == len(by_digest)  # never one id for two digests
-    assert registry.collisions == len(by_digest) - 500
+    assert len(set(by_digest.values()) - {None}) == 500  # never one id for two digests
+    assert registry.collisions == sum(1 for extra in ids if extra is None)
 
 
 def test_rejects_bad_arguments() -> None:
