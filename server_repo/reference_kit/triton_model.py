@@ -54,6 +54,7 @@ class ReferenceTritonModel:
             tokens_per_block=int(params.get("tokens_per_block") or 16),
             max_cached_tokens=int(params.get("max_cached_tokens") or DEFAULT_MAX_CACHED_TOKENS),
         )
+        self._stopping = False
         workers = max(1, int(params.get("workers") or 2))
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix=f"{config['name']}-worker")
         pb_utils.Logger.log_info(
@@ -73,12 +74,16 @@ class ReferenceTritonModel:
         return None
 
     def finalize(self) -> None:
+        """Stop running generations at their next step, then wait for the workers."""
+        self._stopping = True
         self.pool.shutdown(wait=True, cancel_futures=True)
 
     def _serve(self, request: GenerationRequest, flags: ReturnFlags, sender: Any) -> None:
         """Generate and send responses; any failure becomes an error response, never a hang."""
         try:
-            generation = self.engine.generate(request, is_cancelled=sender.is_cancelled)
+            generation = self.engine.generate(
+                request, is_cancelled=lambda: self._stopping or sender.is_cancelled()
+            )
             token_ids: list[int] = []
             for step in generation:
                 token_ids.append(step.token_id)
