@@ -1,0 +1,125 @@
+"""Triton tensors <-> kit types: batch dims, version-dependent names, output shapes."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from server_repo.reference_kit.pb_tensors import (
+    InputNames,
+    ReturnFlags,
+    parse_request,
+    read_inputs,
+    response_outputs,
+    to_pb_tensors,
+)
+from server_repo.reference_kit.request import GenerationStats, InvalidRequest
+
+
+def _scalar(value: object, dtype: object) -> np.ndarray:
+    return np.array([[value]], dtype=dtype)
+
+
+BASE = {
+    "text_input": _scalar(b"What is this?", np.object_),
+    "max_tokens": _scalar(7, np.int32),
+}
+
+
+def test_input_names_follow_the_declared_version() -> None:
+    old = InputNames.from_config(["text_input", "min_length", "random_seed"])
+    new = InputNames.from_config(["text_input", "min_tokens", "seed"])
+    assert (old.min_tokens, old.seed) == ("min_length", "random_seed")
+    assert (new.min_tokens, new.seed) == ("min_tokens", "seed")
+
+
+def test_defaults_follow_trt_llm() -> None:
+    request, flags = parse_request(BASE, InputNames())
+    assert request.text_input == "What is this?" and request.max_tokens == 7
+    assert request.greedy and request.end_id is None and request.extra_id is None
+    assert request.images is None and request.video is None
+    assert flags == ReturnFlags()
+
+
+def test_every_option_is_read_with_the_batch_dim_stripped() -> None:
+    pixels = np.zeros((1, 2, 3, 336, 336), np.float16)
+    tensors = {
+        **BASE,
+        "image_input": pixels,
+        "stop_words": np.array([[b"END", b"", b"STOP"]], dtype=np.object_),
+        "bad_words": np.array([[b"bad"]], dtype=np.object_),
+        "temperature": _scalar(0.5, np.float32),
+        "top_k": _scalar(20, np.int32),
+        "top_p": _scalar(0.8, np.float32),
+        "min_length": _scalar(2, np.int32),
+        "random_seed": _scalar(2**63 + 5, np.uint64),
+        "end_id": _scalar(-1, np.int32),
+        "prompt_table_extra_id": _scalar(2**64 - 1, np.uint64),
+        "stream": _scalar(True, np.bool_),
+        "return_num_input_tokens": _scalar(True, np.bool_),
+        "return_perf_metrics": _scalar(True, np.bool_),
+    }
+    request, flags = parse_request(tensors, InputNames("min_length", "random_seed"))
+    assert request.images is not None and request.images.shape == (2, 3, 336, 336)
+    assert request.stop_words == ("END", "STOP") and request.bad_words == ("bad",)
+    assert (request.temperature, request.top_k, request.min_tokens) == (0.5, 20, 2)
+    assert request.top_p == pytest.approx(0.8)
+    assert request.seed == 2**63 + 5 and request.end_id == -1
+    assert request.extra_id == 2**64 - 1
+    assert flags == ReturnFlags(stream=True, num_input_tokens=True, perf_metrics=True)
+
+
+def test_onevision_media_inputs() -> None:
+    tensors = {
+        **BASE,
+        "image_bytes_input": np.zeros((1, 1, 10, 12, 3), np.uint8),
+        "video_bytes_input": np.zeros((1, 4, 10, 12, 3), np.uint8),
+        "prompt_table_extra_id": _scalar(0, np.uint64),
+    }
+    request, _ = parse_request(tensors, InputNames())
+    assert request.images.shape == (1, 10, 12, 3) and request.video.shape == (4, 10, 12, 3)
+    assert request.extra_id is None  # 0 is the uint64 default, not an id
+
+
+@pytest.mark.parametrize(
+    "tensors",
+    [
+        {"text_input": BASE["text_input"]},
+        {**BASE, "max_tokens": np.array([[1], [2]], dtype=np.int32)},
+        {**BASE, "top_k": np.array([[1, 2]], dtype=np.int32)},
+    ],
+)
+def test_malformed_requests_are_invalid(tensors: dict[str, np.ndarray]) -> None:
+    with pytest.raises(InvalidRequest):
+        parse_request(tensors, InputNames())
+
+
+def test_response_outputs_only_when_asked() -> None:
+    stats = GenerationStats(16, input_tokens=600, output_tokens=5, reused_blocks=36)
+    plain = response_outputs("hé", stats, ReturnFlags())
+    assert list(plain) == ["text_output"]
+    assert plain["text_output"].shape == (1, 1) and plain["text_output"][0, 0] == "hé".encode()
+    full = response_outputs(
+        "x", stats, ReturnFlags(num_input_tokens=True, num_output_tokens=True, perf_metrics=True)
+    )
+    assert {k: int(v[0, 0]) for k, v in full.items() if k != "text_output"} == {
+        "num_input_tokens": 600,
+        "num_output_tokens": 5,
+        "kv_cache_reused_blocks": 36,
+        "kv_cache_alloc_new_blocks": 2,
+        "kv_cache_alloc_total_blocks": 38,
+    }
+    assert all(
+        v.dtype == np.int32 and v.shape == (1, 1) for k, v in full.items() if k != "text_output"
+    )
+
+
+def test_pb_helpers_use_the_backend_objects() -> None:
+    tensor = SimpleNamespace(name=lambda: "max_tokens", as_numpy=lambda: BASE["max_tokens"])
+    assert read_inputs(SimpleNamespace(inputs=lambda: [tensor])) == {
+        "max_tokens": BASE["max_tokens"]
+    }
+    fake_pb = SimpleNamespace(Tensor=lambda name, array: (name, array.shape))
+    assert to_pb_tensors(fake_pb, {"text_output": np.zeros((1, 1))}) == [("text_output", (1, 1))]
