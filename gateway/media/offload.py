@@ -1,0 +1,277 @@
+"""Run CPU-heavy decoding of untrusted bytes in worker processes, each item under a time budget.
+
+Why processes, not threads: a thread cannot be stopped. A decoder stuck in C (a PIL or FFmpeg
+loop on a crafted file) would keep its thread, its CPU and, with bounded slots, its slot
+forever; after a few such files nothing decodes any more. A worker process can be killed: an
+item over its budget is abandoned by killing its worker (the request gets ``media_timeout``)
+and a fresh worker takes the slot, so the service keeps serving. Processes also contain what
+a thread cannot: a decoder crash (the usual shape of image and video CVEs) ends one worker,
+not the gateway, and an address-space limit turns a decompression bomb that slipped past the
+header checks into one refused item instead of an out-of-memory kill of the whole service.
+The cost is a copy of the bytes in and the array out (a pipe, about 1 ms per MB), a few idle
+processes, and half a second to start a replacement (a fresh interpreter: never ``fork`` of the
+threaded gateway, and not ``multiprocessing``'s spawn, which re-imports the main module).
+
+Concurrency is bounded by the number of workers: each runs one item at a time, and callers
+queue for a free one. The budget counts from hand-over to a worker, not the wait before.
+Functions and arguments travel by pickle, so jobs are module-level functions. What a job does
+is the caller's business; this module knows no media format.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import json
+import logging
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any, TypeVar
+
+from gateway.errors import GatewayError, MediaDecodeError, MediaTimeout, MediaTooLarge
+
+__all__ = ["DEFAULT_ITEM_TIMEOUT_S", "DEFAULT_MEMORY_LIMIT_MB", "OffloadLimits", "Offloader"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_WORKERS = 2
+DEFAULT_ITEM_TIMEOUT_S = 15.0
+DEFAULT_MEMORY_LIMIT_MB = 4096
+
+T = TypeVar("T")
+_Reply = tuple[bool, Any]
+_BOOT = "from gateway.media.offload import _worker_entry; _worker_entry()"
+
+
+@dataclass(frozen=True)
+class OffloadLimits:
+    """How many items decode at once, how long each may take, and how much memory a worker
+    may map (None: unlimited)."""
+
+    workers: int = DEFAULT_WORKERS
+    item_timeout_s: float = DEFAULT_ITEM_TIMEOUT_S
+    memory_limit_mb: int | None = DEFAULT_MEMORY_LIMIT_MB
+
+
+def _worker_entry() -> None:
+    """A worker's life (``python -c``): set up from argv, then receive (function, args) and
+    reply (ok, result or error) until the parent closes the pipe or goes away."""
+    read_fd, write_fd, config = int(sys.argv[1]), int(sys.argv[2]), json.loads(sys.argv[3])
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    sys.path[:] = config["sys_path"]
+    for module in config["preload"]:
+        importlib.import_module(module)
+    if config["memory_limit_mb"]:
+        limit = config["memory_limit_mb"] * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    inbox, outbox = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
+    while True:
+        try:
+            function, args = inbox.recv()
+        except (EOFError, OSError):
+            return
+        outbox.send(_call(function, args))
+
+
+def _call(function: Callable[..., Any], args: tuple[Any, ...]) -> _Reply:
+    try:
+        return True, function(*args)
+    except GatewayError as exc:
+        return False, exc
+    except MemoryError:
+        return False, MediaTooLarge(
+            "The media needs more memory to decode than this server allows."
+        )
+    except Exception as exc:  # a decoder error nobody mapped: log it here, say little outside
+        name = getattr(function, "__name__", "?")
+        log.warning("media worker: %s in %s", type(exc).__name__, name)
+        return False, MediaDecodeError("The media could not be decoded.")
+
+
+@dataclass(eq=False)  # identity semantics: workers live in a set
+class _Worker:
+    process: subprocess.Popen[bytes]
+    outbox: Connection
+    inbox: Connection
+
+    def call(self, function: Callable[..., Any], args: tuple[Any, ...]) -> _Reply:
+        """One round trip; runs in a helper thread. EOFError/OSError: the worker died."""
+        self.outbox.send((function, args))
+        reply: _Reply = self.inbox.recv()
+        return reply
+
+    def kill(self) -> None:
+        """SIGKILL (a stuck decoder ignores anything gentler), then reap it."""
+        with contextlib.suppress(OSError):
+            self.process.kill()
+        for connection in (self.outbox, self.inbox):
+            with contextlib.suppress(OSError):
+                connection.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(5)
+
+
+class Offloader:
+    """A fixed pool of worker processes; ``run(function, *args)`` runs one item on one of them.
+
+    Build it in the app's lifespan, ``await start()``, and ``await aclose()`` at shutdown.
+    ``preload`` names modules each worker imports at start, so its first item is not slowed
+    by imports.
+    ``abandoned`` and ``crashed`` count items killed for their budget and workers that died.
+    """
+
+    def __init__(self, limits: OffloadLimits | None = None, *, preload: Sequence[str] = ()) -> None:
+        self.limits = limits or OffloadLimits()
+        if self.limits.workers < 1 or self.limits.item_timeout_s <= 0:
+            raise ValueError("need at least one worker and a positive time budget")
+        self._preload = tuple(preload)
+        self._idle: asyncio.Queue[_Worker] = asyncio.Queue()
+        self._threads = ThreadPoolExecutor(2 * self.limits.workers, thread_name_prefix="offload")
+        self._background: set[asyncio.Task[None]] = set()
+        self._workers: set[_Worker] = set()
+        self._started = False
+        self._closing = False
+        self.abandoned = 0
+        self.crashed = 0
+
+    async def start(self) -> None:
+        """Start every worker, concurrently, and wait until each answers (imports done)."""
+        if self._started:
+            return
+        self._started = True
+        spawned = [asyncio.to_thread(self._spawn_ready) for _ in range(self.limits.workers)]
+        for worker in await asyncio.gather(*spawned):
+            self._idle.put_nowait(worker)
+
+    async def run(
+        self,
+        function: Callable[..., T],
+        *args: Any,
+        what: str = "the media",
+        on_wait: Callable[[float], None] | None = None,
+    ) -> T:
+        """``function(*args)`` in a worker, within the item budget.
+
+        Raises the job's own GatewayError, MediaTimeout when the budget runs out (the worker is
+        killed and replaced), or MediaDecodeError when the worker dies mid-item. ``what`` names
+        the item in the timeout message; ``on_wait`` hears how long the item queued.
+        """
+        if self._closing:
+            raise RuntimeError("the offloader is closed")
+        await self.start()
+        queued = time.perf_counter()
+        worker = await self._idle.get()
+        if on_wait is not None:
+            on_wait(time.perf_counter() - queued)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.limits.item_timeout_s
+        future = loop.run_in_executor(self._threads, worker.call, function, args)
+        future.add_done_callback(_retrieve)  # an abandoned item's EOFError is expected
+        try:
+            ok, value = await asyncio.wait_for(asyncio.shield(future), self.limits.item_timeout_s)
+        except asyncio.TimeoutError:
+            self.abandoned += 1
+            self._replace(worker)
+            raise MediaTimeout(
+                f"Decoding {what} took longer than the {self.limits.item_timeout_s:g} s "
+                "this server allows per item."
+            ) from None
+        except asyncio.CancelledError:  # the caller left: finish (or kill) in the background
+            self._spawn_task(self._settle(worker, future, deadline))
+            raise
+        except (EOFError, OSError):
+            self.crashed += 1
+            self._replace(worker)
+            raise MediaDecodeError(f"{what.capitalize()} could not be decoded.") from None
+        self._idle.put_nowait(worker)
+        if ok:
+            return value  # type: ignore[no-any-return]
+        raise value
+
+    async def aclose(self) -> None:
+        """Kill every worker (an item still running is of no use to anyone now)."""
+        self._closing = True
+        for task in list(self._background):
+            task.cancel()
+        workers, self._workers = list(self._workers), set()
+        for worker in workers:
+            await asyncio.to_thread(worker.kill)
+        await asyncio.to_thread(self._threads.shutdown, wait=True)
+
+    @property
+    def idle_workers(self) -> int:
+        return self._idle.qsize()
+
+    def _spawn_ready(self) -> _Worker:
+        """A started worker that has answered once (blocking: call it in a thread)."""
+        worker = self._spawn()
+        worker.call(os.getpid, ())
+        return worker
+
+    def _spawn(self) -> _Worker:
+        """Start one worker interpreter with a pipe each way (blocking: call it in a thread)."""
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        config = {
+            "sys_path": sys.path,
+            "preload": self._preload,
+            "memory_limit_mb": self.limits.memory_limit_mb,
+        }
+        command = [sys.executable, "-c", _BOOT, str(to_child_r), str(from_child_w)]
+        try:
+            process = subprocess.Popen(
+                [*command, json.dumps(config)],
+                pass_fds=(to_child_r, from_child_w),
+                stdin=subprocess.DEVNULL,
+            )
+        finally:
+            os.close(to_child_r)
+            os.close(from_child_w)
+        worker = _Worker(
+            process,
+            outbox=Connection(to_child_w, readable=False),
+            inbox=Connection(from_child_r, writable=False),
+        )
+        self._workers.add(worker)
+        return worker
+
+    def _replace(self, worker: _Worker) -> None:
+        """Kill ``worker`` and put a fresh one in its slot, both off the event loop."""
+        self._workers.discard(worker)
+        self._spawn_task(self._kill_and_respawn(worker))
+
+    async def _kill_and_respawn(self, worker: _Worker) -> None:
+        await asyncio.to_thread(worker.kill)
+        if not self._closing:
+            self._idle.put_nowait(await asyncio.to_thread(self._spawn_ready))
+
+    async def _settle(
+        self, worker: _Worker, future: asyncio.Future[_Reply], deadline: float
+    ) -> None:
+        """After a caller left: recycle the worker when its item ends, or kill it at deadline."""
+        remaining = max(0.0, deadline - asyncio.get_running_loop().time())
+        try:
+            await asyncio.wait_for(asyncio.shield(future), remaining)
+        except (asyncio.TimeoutError, EOFError, OSError):
+            self._replace(worker)
+            return
+        self._idle.put_nowait(worker)
+
+    def _spawn_task(self, coroutine: Any) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
