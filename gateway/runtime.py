@@ -17,7 +17,7 @@ from gateway.families.base import Family
 from gateway.families.registry import get_family
 from gateway.media.fetch import FetchLimits, MediaFetcher
 from gateway.media.identity import ExtraIdRegistry
-from gateway.observability.metrics import GatewayMetrics
+from gateway.observability.metrics import GatewayMetrics, TimedSlots
 from gateway.triton.client import TritonClient
 from gateway.triton.contract import ModelContract
 from gateway.triton.embedded import EmbeddedTriton
@@ -56,7 +56,7 @@ class Runtime:
     clients: dict[str, TritonClient]
     fetcher: MediaFetcher
     extra_ids: ExtraIdRegistry
-    decode_slots: asyncio.Semaphore
+    decode_slots: TimedSlots | asyncio.Semaphore  # ``async with`` either; timed reports waits
     embedded: EmbeddedTriton | None = None
     # The app's metrics; the media plane reports through its hooks (``media_fetched``...).
     metrics: GatewayMetrics = field(default_factory=GatewayMetrics)
@@ -139,7 +139,7 @@ async def build_runtime(settings: Settings, metrics: GatewayMetrics | None = Non
         clients=clients,
         fetcher=fetcher,
         extra_ids=ExtraIdRegistry(),
-        decode_slots=asyncio.Semaphore(limits.decode_workers),
+        decode_slots=TimedSlots(limits.decode_workers, metrics, "decode"),
         embedded=embedded,
         metrics=metrics,
     )

@@ -9,9 +9,12 @@ answer is complete when the wrapped app returns, so durations include the whole 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
+
+from starlette.requests import ClientDisconnect
 
 from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.middleware import ASGIApp, Message, Receive, Scope, Send
@@ -22,6 +25,8 @@ log = logging.getLogger("gateway.access")
 # Probes and scrapes arrive every few seconds; at info they would drown the request lines.
 QUIET_PATHS = frozenset({"/metrics", "/health", "/health/live"})
 MAX_ERROR_BODY = 64 * 1024
+# What a send to a client that went away raises, once the response has started.
+CLIENT_GONE = (ClientDisconnect, OSError, asyncio.CancelledError)
 
 
 def error_code_of(body: bytes) -> str | None:
@@ -72,8 +77,10 @@ class AccessMiddleware:
 
         try:
             await self.app(scope, receive, send_observed)
-        except BaseException:
-            if record.status < 400:
+        except BaseException as exc:
+            if record.status and isinstance(exc, CLIENT_GONE):
+                record.cancelled = True  # the client left mid-response (ASGI 2.4 servers)
+            elif record.status < 400:
                 record.status = 500
                 record.error_code = record.error_code or "internal_error"
             raise

@@ -8,7 +8,7 @@ import logging
 import httpx
 import pytest
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
@@ -116,3 +116,26 @@ def test_error_code_of_reads_only_openai_error_bodies() -> None:
     assert error_code_of(b"not json") is None
     assert error_code_of(b'{"detail": "x"}') is None
     assert error_code_of(b"[1, 2]") is None
+
+
+async def test_a_client_gone_mid_response_is_counted_as_cancelled_not_500() -> None:
+    async def app(scope, receive, send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        raise ClientDisconnect()
+
+    metrics = GatewayMetrics()
+    middleware = AccessMiddleware(app, metrics)
+    sent: list[dict] = []
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    async def receive() -> dict:
+        return {"type": "http.disconnect"}
+
+    scope = {"type": "http", "method": "GET", "path": "/x", "headers": []}
+    with pytest.raises(ClientDisconnect):
+        await middleware(scope, receive, send)
+    got = samples(metrics)
+    key = (("code", "cancelled"), ("endpoint", "unmatched"), ("model", ""), ("status", "200"))
+    assert got[("mmgw_requests_total", key)] == 1
