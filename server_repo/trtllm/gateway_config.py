@@ -9,6 +9,7 @@ The TOML is checked by loading it with ``gateway.config.load_settings`` in the t
 from __future__ import annotations
 
 import json
+import os
 import shlex
 from collections.abc import Mapping
 from pathlib import PurePosixPath
@@ -91,11 +92,21 @@ def launch_command(request: RepoRequest, all_models: str) -> str:
     return shlex.join(argv)
 
 
+def models_dir(request: RepoRequest) -> str | None:
+    """The folder holding the repository, engines and tokenizer: compose mounts it as is."""
+    local = [request.output, request.llm_engine, request.visual_engine, request.encoder_engine]
+    paths = [request.server_path(p) for p in [*local, request.tokenizer_dir] if p is not None]
+    common = os.path.commonpath(paths)
+    return None if common == "/" else common
+
+
 def compose_env(request: RepoRequest, gateway_config: str) -> dict[str, str]:
     """The docker-compose variables that launch this repository (see deploy/README.md)."""
+    shared = models_dir(request)
     return {
+        **({"MODELS_DIR": shared} if shared else {}),
         "TRITON_MODEL_REPO": request.server_path(request.output),
         "TRITON_WORLD_SIZE": str(request.world_size),
         "TRITON_LLM_MODEL_NAMES": RANK_MODELS[request.spec.layout],
-        "MMGW_GATEWAY_CONFIG": gateway_config,
+        "GATEWAY_CONFIG": gateway_config,
     }

@@ -146,6 +146,8 @@ def test_path_map_writes_server_paths_and_env_file(workspace: Workspace, run_too
     env = dict(line.split("=", 1) for line in env_file.read_text().splitlines())
     assert env["TRITON_MODEL_REPO"] == "/srv/repo/llava"
     assert env["TRITON_LLM_MODEL_NAMES"] == "tensorrt_llm,multimodal_encoders"
+    assert env["MODELS_DIR"] == "/srv"  # repository, engines and tokenizer share it
+    assert env["GATEWAY_CONFIG"] == str(workspace.root / "repo" / "gateway.toml")
 
 
 def test_existing_output_needs_force(workspace: Workspace, run_tool: Runner) -> None:
