@@ -61,7 +61,7 @@ def _unbatch(tensors: Mapping[str, np.ndarray], name: str) -> np.ndarray | None:
         return None
     if value.ndim == 0 or value.shape[0] != 1:
         raise InvalidRequest(
-            f"{name}: send batch size 1 per request, got shape {list(value.shape)}"
+            f"{name}: batch size must be 1 per request, got shape {list(value.shape)}"
         )
     return value[0]
 
@@ -71,7 +71,7 @@ def _scalar(tensors: Mapping[str, np.ndarray], name: str) -> Any:
     if value is None:
         return None
     if value.size != 1:
-        raise InvalidRequest(f"{name} must hold one value, got shape {list(value.shape)}")
+        raise InvalidRequest(f"{name} must be a single value, got shape {list(value.shape)}")
     return value.reshape(-1)[0]
 
 
@@ -98,7 +98,7 @@ def parse_request(
     text = _scalar(tensors, "text_input")
     max_tokens = _scalar(tensors, "max_tokens")
     if text is None or max_tokens is None:
-        raise InvalidRequest("text_input and max_tokens are required")
+        raise InvalidRequest("text_input and max_tokens must be given")
     extra_id = _option(tensors, "prompt_table_extra_id", int, 0)
     images = _unbatch(tensors, "image_input")
     if images is None:

@@ -59,7 +59,7 @@ class GenerationRequest:
         if self.max_tokens < 1:
             raise InvalidRequest(f"max_tokens must be >= 1, got {self.max_tokens}")
         if self.beam_width != 1:
-            raise InvalidRequest("the reference models support beam_width 1 only")
+            raise InvalidRequest("beam_width must be 1: beam search is not supported here")
         if self.top_k < 0:
             raise InvalidRequest(f"top_k must be >= 0, got {self.top_k}")
         if not 0.0 <= self.top_p <= 1.0:

@@ -71,12 +71,12 @@ def expect_array(value: Any, name: str, ndim: int, dtypes: tuple[type, ...]) -> 
     if not isinstance(value, np.ndarray):
         raise InvalidRequest(f"{name} must be a numpy array")
     if value.ndim != ndim:
-        raise InvalidRequest(f"{name} must have {ndim} dimensions, got shape {list(value.shape)}")
+        raise InvalidRequest(f"{name} must be {ndim}-D per request, got shape {list(value.shape)}")
     if not any(value.dtype == np.dtype(d) for d in dtypes):
         allowed = ", ".join(np.dtype(d).name for d in dtypes)
         raise InvalidRequest(f"{name} must be {allowed}, got {value.dtype.name}")
     if 0 in value.shape:
-        raise InvalidRequest(f"{name} is empty: shape {list(value.shape)}")
+        raise InvalidRequest(f"{name} must be non-empty, got shape {list(value.shape)}")
     return value
 
 

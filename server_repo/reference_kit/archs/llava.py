@@ -109,7 +109,7 @@ class LlavaArch(Arch):
         video: np.ndarray | None,
     ) -> MediaFeatures:
         if video is not None:
-            raise InvalidRequest(f"{self.name} takes no video input")
+            raise InvalidRequest(f"video input is not supported by {self.name}")
         if images is None:
             return MediaFeatures.empty()
         pixels = expect_array(images, "image_input", 4, (np.float16, np.float32))

@@ -218,10 +218,16 @@ def video_features(model: PreTrainedModel, processor: Any, frames: np.ndarray) -
     """Pooled frame features plus one newline feature: ``[F * 196 + 1, hidden]`` at 384 px."""
     device, dtype = model_device_dtype(model)
     pixels = video_pixels(processor, frames, model.config.vision_config.image_size)
-    output = model.model.get_video_features(
-        pixel_values_videos=pixels.to(device=device, dtype=dtype), return_dict=True
-    )
-    return output.pooler_output[0]
+    # Positional: the keyword is ``pixel_values_videos`` in newer transformers, ``pixel_values``
+    # in older 5.x releases.
+    output = model.model.get_video_features(pixels.to(device=device, dtype=dtype), return_dict=True)
+    features = output.pooler_output[0]
+    side = model.config.vision_config.image_size // model.config.vision_config.patch_size
+    if features.shape[0] == len(frames) * math.ceil(side / 2) ** 2:
+        # Older 5.x releases append the newline in forward(), not in get_video_features().
+        newline = model.model.image_newline[None].to(features)
+        features = torch.cat([features, newline], dim=0)
+    return features
 
 
 def image_feature_count(

@@ -23,10 +23,10 @@ def _prompt_len(engine: ReferenceEngine, text: str) -> int:
     ("options", "message"),
     [
         ({"max_tokens": 0}, "max_tokens"),
-        ({"images": np.zeros((3, 336, 336), np.float16)}, "4 dimensions"),
+        ({"images": np.zeros((3, 336, 336), np.float16)}, "4-D"),
         ({"images": np.zeros((1, 3, 336, 336), np.int32)}, "float16"),
         ({"images": np.zeros((1, 3, 224, 224), np.float16)}, "336"),
-        ({"video": np.zeros((2, 8, 8, 3), np.uint8)}, "no video"),
+        ({"video": np.zeros((2, 8, 8, 3), np.uint8)}, "not supported"),
         ({"max_tokens": 5000}, "positions"),
         ({"beam_width": 2}, "beam_width"),
         ({"top_p": 1.5}, "top_p"),
