@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from server_repo.reference_kit.archs import Arch, get_arch
 from server_repo.reference_kit.generate import StopRule, run_steps
@@ -80,11 +81,11 @@ class ReferenceEngine:
         self._tokenizer_lock = threading.Lock()
 
     @property
-    def model(self):
+    def model(self) -> PreTrainedModel:
         return self.assets.model
 
     @property
-    def tokenizer(self):
+    def tokenizer(self) -> PreTrainedTokenizerBase:
         return self.assets.tokenizer
 
     @property

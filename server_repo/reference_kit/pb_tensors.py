@@ -21,8 +21,6 @@ import numpy as np
 
 from server_repo.reference_kit.request import GenerationRequest, GenerationStats, InvalidRequest
 
-MEDIA_INPUTS = ("image_input", "image_bytes_input", "video_bytes_input")
-
 
 @dataclass(frozen=True)
 class InputNames:

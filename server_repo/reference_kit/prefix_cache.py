@@ -10,6 +10,8 @@ exercised for real:
   different id never matches. Without an extra id such a block (and every later one) gets no key
   at all, so image blocks are never reused. TRT-LLM would instead reuse them, because every image
   gets the same fake token ids: a silent wrong answer. Refusing is the safe reading;
+- only the prompt's full blocks are stored (TRT-LLM also keeps blocks of generated tokens);
+  a repeated prompt reuses all of them but the block holding its last token;
 - entries are evicted least recently used, bounded by the total cached tokens. A lookup touches
   the deepest block first and the root last, so leaves leave before the prefixes they extend.
 
