@@ -1,0 +1,96 @@
+"""Every variable the deploy files read is documented in deploy/README.md, and every
+``MMGW_*`` name documented there is a real gateway setting."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from gateway.config import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = (ROOT / "deploy" / "README.md").read_text()
+DOCUMENTED = set(re.findall(r"`([A-Z][A-Za-z0-9_]*[A-Za-z0-9])`", DOC))
+
+
+def shell_variables(path: Path) -> set[str]:
+    """Upper-case (environment) variables a script expands; lower-case ones are locals."""
+    return set(re.findall(r"\$\{([A-Z][A-Za-z0-9_]*)", path.read_text()))
+
+
+def test_compose_variables_are_documented() -> None:
+    used = set(re.findall(r"\$\{([A-Z][A-Z0-9_]*)", (ROOT / "docker-compose.yml").read_text()))
+    assert used and used <= DOCUMENTED, used - DOCUMENTED
+
+
+def test_script_variables_are_documented() -> None:
+    internal = {"FAMILY", "FEATURES_PER_IMAGE", "TILES_PER_IMAGE", "CHECKPOINT", "PAGED"}
+    internal |= {"ENCODER_INPUT_LEN", "MEL_FRAMES", "BASH_SOURCE"}
+    scripts = [
+        *sorted((ROOT / "deploy" / "engines").glob("*.sh")),
+        ROOT / "deploy/triton/launch.sh",
+    ]
+    for script in scripts:
+        missing = shell_variables(script) - internal - DOCUMENTED
+        assert not missing, f"{script.name}: {sorted(missing)}"
+
+
+def settings_variables() -> set[str]:
+    names = set()
+    for name, field in Settings.model_fields.items():
+        section = field.annotation
+        if isinstance(section, type) and issubclass(section, BaseModel):
+            names |= {f"MMGW_{name}__{key}".upper() for key in section.model_fields}
+        else:
+            names.add(f"MMGW_{name}".upper())
+    return names
+
+
+def test_documented_gateway_settings_exist() -> None:
+    documented = {name for name in DOCUMENTED if name.startswith("MMGW_")}
+    assert "MMGW_API_KEYS" in documented
+    assert documented <= settings_variables(), documented - settings_variables()
+
+
+def documented_commands(text: str, program: str) -> list[list[str]]:
+    """Every ``program ...`` command in the text's bash blocks, continuation lines joined."""
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+        joined = block.replace("\\\n", " ")
+        commands += [shlex.split(line) for line in joined.splitlines() if line.startswith(program)]
+    return commands
+
+
+def test_documented_trtllm_repo_commands_parse() -> None:
+    from gateway.cli import _parser
+
+    readme = (ROOT / "README.md").read_text()
+    commands = documented_commands(readme, "mmgw trtllm-repo")
+    commands += documented_commands(DOC, "mmgw trtllm-repo")
+    assert len(commands) == 2
+    for argv in commands:
+        args = _parser().parse_args(argv[1:])
+        assert args.command == "trtllm-repo" and args.family == "llava"
+
+
+def test_documented_recipe_runs_dry(tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text()
+    block = next(b for b in re.findall(r"```bash\n(.*?)```", readme, flags=re.S) if ".sh" in b)
+    lines = block.replace("\\\n", " ").splitlines()
+    line = next(x for x in lines if "deploy/engines/" in x and not x.startswith("#"))
+    env = dict(word.split("=", 1) for word in shlex.split(line) if "=" in word)
+    result = subprocess.run(
+        ["bash", str(ROOT / shlex.split(line)[-1])],
+        env={"PATH": os.environ["PATH"], "DRY_RUN": "1", **env},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "--max_multimodal_len 4608" in result.stdout
