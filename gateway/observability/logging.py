@@ -58,4 +58,5 @@ def configure_logging(fmt: str = "json", level: str = "info", stream: TextIO | N
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         uvicorn_logger = logging.getLogger(name)
         uvicorn_logger.handlers.clear()
+        uvicorn_logger.setLevel(logging.NOTSET)  # the root's level decides, for all alike
         uvicorn_logger.propagate = True

@@ -86,7 +86,16 @@
     });
   }
 
-  async function addFiles(files) {
+  // Reading files is asynchronous; a chain keeps attachments in the order they were added
+  // when a paste or a drop arrives while the picker's files are still being read.
+  let adding = Promise.resolve();
+  function addFiles(files) {
+    adding = adding.then(() => readFiles(files))
+      .catch((error) => showStatus(`Could not read the file: ${error.message}`));
+    return adding;
+  }
+
+  async function readFiles(files) {
     for (const file of files) {
       const kind = kindOf(file);
       if (!kind) {

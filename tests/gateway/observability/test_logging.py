@@ -55,12 +55,15 @@ def test_exceptions_stay_on_one_line() -> None:
 
 def test_configure_logging_routes_uvicorn_through_the_json_handler() -> None:
     stream = io.StringIO()
-    root = logging.getLogger()
-    saved = (list(root.handlers), root.level)
+    loggers = [logging.getLogger(n) for n in ("", "uvicorn", "uvicorn.error", "uvicorn.access")]
+    saved = [(list(lg.handlers), lg.level, lg.propagate) for lg in loggers]
     try:
+        logging.getLogger("uvicorn.error").setLevel(logging.WARNING)  # as uvicorn.Config leaves it
         configure_logging("json", "info", stream=stream)
         logging.getLogger("uvicorn.error").info("started")
         assert json.loads(stream.getvalue())["msg"] == "started"
     finally:
-        root.handlers[:] = saved[0]
-        root.setLevel(saved[1])
+        for logger, (handlers, level, propagate) in zip(loggers, saved, strict=True):
+            logger.handlers[:] = handlers
+            logger.setLevel(level)
+            logger.propagate = propagate
