@@ -58,17 +58,44 @@ class EmbeddedSettings(_Strict):
 
 
 class Limits(_Strict):
-    """Per-request caps. Every one is explicit; a request over any of them gets a 400."""
+    """Per-request caps. Every one is explicit; a request over any of them gets a 400.
+
+    Media: fetch caps, per-kind item counts, image pixels, video size/length/frames, audio
+    length, and the decoding pool (worker processes, a time budget per item, memory per
+    worker). ``content_id_salt`` is folded into every KV-reuse id: gateways of different
+    tenants in front of one Triton get different salts, so they never share a cache entry.
+    """
 
     max_images_per_request: int = Field(8, ge=0)
+    max_videos_per_request: int = Field(1, ge=0, description="the wire tensor holds one video")
+    max_audio_per_request: int = Field(1, ge=0)
     max_media_bytes: int = Field(20 * 1024 * 1024, ge=1)
     max_image_pixels: int = Field(40_000_000, ge=1)
+    jpeg_draft_margin: float = Field(
+        1.5,
+        ge=0,
+        description="Decode large JPEGs at a reduced scale still this many times the model's "
+        "input size (much faster); 0 decodes at full size, bit-identical to Hugging Face.",
+    )
+    max_video_duration_s: float = Field(600.0, gt=0)
+    max_video_frames: int = Field(36_000, ge=1, description="frames in the file")
+    max_video_side: int = Field(4096, ge=16)
+    max_video_decoded_frames: int = Field(
+        4096, ge=1, description="frames the sampler may decode for one video"
+    )
+    video_num_frames: int = Field(8, ge=1, description="frames sampled when a request names none")
+    video_max_num_frames: int = Field(32, ge=1, description="most frames a request may ask for")
+    video_max_fps: float = Field(30.0, gt=0, description="highest sampling fps a request may ask")
+    max_audio_duration_s: float = Field(600.0, gt=0)
     fetch_connect_timeout_s: float = Field(5.0, gt=0)
     fetch_total_timeout_s: float = Field(20.0, gt=0)
     fetch_max_redirects: int = Field(3, ge=0)
     allowed_domains: tuple[str, ...] = ()
     max_tokens_cap: int = Field(4096, ge=1)
-    decode_workers: int = Field(2, ge=1)
+    decode_workers: int = Field(2, ge=1, description="media decoding worker processes")
+    decode_timeout_s: float = Field(15.0, gt=0, description="time budget per media item")
+    decode_memory_mb: int = Field(4096, ge=0, description="address space per worker; 0 = no cap")
+    content_id_salt: str = Field("", description="tenant salt for the KV-reuse ids")
 
 
 class ObservabilitySettings(_Strict):

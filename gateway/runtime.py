@@ -11,13 +11,14 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 
-from gateway.config import ServedModel, Settings
+from gateway.config import Limits, ServedModel, Settings
 from gateway.errors import GatewayError, ModelNotFound
 from gateway.families.base import Family
 from gateway.families.registry import get_family
 from gateway.media.fetch import FetchLimits, MediaFetcher
 from gateway.media.identity import ExtraIdRegistry
-from gateway.observability.metrics import GatewayMetrics, TimedSlots
+from gateway.media.offload import Offloader, OffloadLimits
+from gateway.observability.metrics import GatewayMetrics
 from gateway.triton.client import TritonClient
 from gateway.triton.contract import ModelContract
 from gateway.triton.embedded import EmbeddedTriton
@@ -56,7 +57,7 @@ class Runtime:
     clients: dict[str, TritonClient]
     fetcher: MediaFetcher
     extra_ids: ExtraIdRegistry
-    decode_slots: TimedSlots | asyncio.Semaphore  # ``async with`` either; timed reports waits
+    offload: Offloader  # media decoding: worker processes, bounded, a time budget per item
     embedded: EmbeddedTriton | None = None
     # The app's metrics; the media plane reports through its hooks (``media_fetched``...).
     metrics: GatewayMetrics = field(default_factory=GatewayMetrics)
@@ -83,6 +84,7 @@ class Runtime:
 
     async def aclose(self) -> None:
         await self.fetcher.aclose()
+        await self.offload.aclose()
         for client in self.clients.values():
             await client.close()
         if self.embedded is not None:
@@ -139,7 +141,21 @@ async def build_runtime(settings: Settings, metrics: GatewayMetrics | None = Non
         clients=clients,
         fetcher=fetcher,
         extra_ids=ExtraIdRegistry(),
-        decode_slots=TimedSlots(limits.decode_workers, metrics, "decode"),
+        offload=await _start_offload(limits),
         embedded=embedded,
         metrics=metrics,
     )
+
+
+async def _start_offload(limits: Limits) -> Offloader:
+    """The media worker pool, started (workers import the decoders now, not on first use)."""
+    offload = Offloader(
+        OffloadLimits(
+            workers=limits.decode_workers,
+            item_timeout_s=limits.decode_timeout_s,
+            memory_limit_mb=limits.decode_memory_mb or None,
+        ),
+        preload=("gateway.pipeline._media_jobs",),
+    )
+    await offload.start()
+    return offload

@@ -20,15 +20,19 @@ from gateway.errors import InvalidRequest
 
 Role = Literal["system", "user", "assistant"]
 ImageTensorName = Literal["image_input", "image_bytes_input"]
+VideoTensorName = Literal["video_bytes_input"]
 
 
 @dataclass(frozen=True)
 class Turn:
-    """One message, flattened: its text and how many images it carried (in order)."""
+    """One message, flattened: its text and how many images, videos and audio clips it
+    carried (in order)."""
 
     role: Role
     text: str
     images: int = 0
+    videos: int = 0
+    audios: int = 0
 
 
 @dataclass(frozen=True)
@@ -44,10 +48,21 @@ class Conversation:
 
 
 class Family:
-    """Base class: override the class attributes and ``render``; pixels are optional."""
+    """Base class: override the class attributes and ``render``; pixels are optional.
+
+    A family takes video when it names ``video_tensor`` and audio when it names
+    ``audio_tensor``; parts of a kind it does not take are refused before any fetch.
+    """
 
     name: ClassVar[str]
     image_tensor: ClassVar[ImageTensorName | None] = None
+    # The (width, height) images are resized towards, if fixed: large JPEGs are then decoded
+    # at a reduced scale (draft mode). None: always decode at full size.
+    image_decode_size: ClassVar[tuple[int, int] | None] = None
+    video_tensor: ClassVar[VideoTensorName | None] = None
+    # Frames are downscaled (never up) so their shorter side is at most this; None: as stored.
+    video_max_short_side: ClassVar[int | None] = None
+    audio_tensor: ClassVar[str | None] = None
     features_per_image: ClassVar[int | None] = None
     default_end_id: ClassVar[int | None] = None
     default_pad_id: ClassVar[int | None] = None
@@ -71,6 +86,18 @@ class Family:
     def processing_options(self) -> str:
         """A stable description of the pixel processing, folded into the content digest."""
         return f"{self.name}:{self.image_tensor}"
+
+    def prepare_video(self, frames: np.ndarray) -> np.ndarray:
+        """Sampled uint8 frames [n, H, W, 3] -> the per-video array this family sends."""
+        raise InvalidRequest(f"model family '{self.name}' does not accept video")
+
+    def stack_video(self, video: np.ndarray) -> np.ndarray:
+        """One prepared video -> the wire tensor, batch dimension first."""
+        raise InvalidRequest(f"model family '{self.name}' does not accept video")
+
+    def video_processing_options(self) -> str:
+        """A stable description of the frame processing, folded into the content digest."""
+        return f"{self.name}:{self.video_tensor}:short_side={self.video_max_short_side}"
 
     def check_text(self, conversation: Conversation) -> None:
         """Refuse user-supplied text that contains the family's structural markers."""

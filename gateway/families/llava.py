@@ -20,6 +20,7 @@ from gateway.families.base import Conversation, Family, require_final_user_turn
 class Llava(Family):
     name = "llava"
     image_tensor = "image_input"
+    image_decode_size = (336, 336)  # CLIP's shortest edge: large JPEGs decode in draft mode
     features_per_image = 576
     default_end_id = None  # the tokenizer's EOS, which the server applies when omitted
     reserved_markers = ("<image>", "</s>", "<s>")

@@ -1,9 +1,11 @@
-"""LLaVA-OneVision: raw uint8 ``image_bytes_input``; the server's processor tiles (anyres).
+"""LLaVA-OneVision: raw uint8 ``image_bytes_input`` and ``video_bytes_input``; the server's
+processor tiles images (anyres) and resizes video frames to 384 x 384.
 
 NVIDIA's preprocessing wraps ``text_input`` as ``<|im_start|>user `` + features + ``\\n`` +
 text + ``<|im_end|><|im_start|>assistant\\n``; the gateway sends the system text, the first
 question and earlier turns in Qwen2's ChatML form. Images travel as decoded pixels,
-downscaled only as far as the processor would anyway (its largest anyres canvas).
+downscaled only as far as the processor would anyway (its largest anyres canvas); video
+frames with their shorter side at most 384, which the processor's 384 x 384 resize keeps.
 """
 
 from __future__ import annotations
@@ -18,12 +20,15 @@ from gateway.families.base import Conversation, Family, require_final_user_turn
 
 # The largest grid pinpoint of llava-onevision-qwen2 checkpoints is 2304 px a side.
 MAX_SIDE = 2304
+VIDEO_SIDE = 384  # the vision tower's input: every frame is resized to 384 x 384 server-side
 END_OF_TURN = "<|im_end|>"
 
 
 class LlavaOnevision(Family):
     name = "llava_onevision"
     image_tensor = "image_bytes_input"
+    video_tensor = "video_bytes_input"
+    video_max_short_side = VIDEO_SIDE
     features_per_image = 729  # per 384 px tile; anyres uses up to 9 tiles plus the base
     default_end_id = 151645  # <|im_end|> of the Qwen2 tokenizer
     stop_strings = ()
@@ -50,6 +55,14 @@ class LlavaOnevision(Family):
 
     def processing_options(self) -> str:
         return f"llava_onevision:raw:max_side={MAX_SIDE}"
+
+    def prepare_video(self, frames: np.ndarray) -> np.ndarray:
+        if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8:
+            raise ValueError(f"frames must be uint8 [n, H, W, 3], got {frames.shape}")
+        return frames
+
+    def stack_video(self, video: np.ndarray) -> np.ndarray:
+        return video[np.newaxis]  # [1, frames, H, W, 3]
 
 
 def stack_letterboxed(arrays: Sequence[np.ndarray]) -> np.ndarray:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from gateway.errors import GatewayError, InvalidRequest
 from gateway.observability.record import RequestRecord
 from gateway.pipeline.conversation import parse_messages
-from gateway.pipeline.images import prepare_images
+from gateway.pipeline.media import prepare_media
 from gateway.protocol.chat import ChatCompletionRequest
 from gateway.runtime import Runtime, ServedRuntime
 from gateway.streaming.chunks import UsageCounts
@@ -97,10 +97,11 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> Prep
     text_input = family.render(parsed.conversation)
     contract = await served.get_contract()
     media_started = time.perf_counter()
-    images = await prepare_images(parsed.image_urls, served, runtime)
+    images = await prepare_media(parsed.media, served, runtime, request.media_io_kwargs)
     if images:
         runtime.metrics.media_prepared(served.config.id, time.perf_counter() - media_started)
-        runtime.metrics.kv_reuse_id_sent(served.config.id)
+        if images.extra_id is not None:
+            runtime.metrics.kv_reuse_id_sent(served.config.id)
     stops = tuple(dict.fromkeys([*request.stop_list, *family.stop_strings]))
     generation = GenerationRequest(
         text_input=text_input,
@@ -118,7 +119,7 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> Prep
         images=(images.tensor_name, images.tensor) if images else None,
         **_sampling(request),  # type: ignore[arg-type]
     )
-    return PreparedChat(served, contract, generation, stops, len(parsed.image_urls))
+    return PreparedChat(served, contract, generation, stops, len(parsed.media))
 
 
 async def relay(

@@ -1,60 +1,111 @@
-"""OpenAI messages -> a neutral Conversation plus the media URLs it references, in order.
+"""OpenAI messages -> a neutral Conversation plus the media parts it references, in order.
 
 This is where the wire's many shapes (string content, part arrays, system vs developer)
-collapse into the one shape families render. Parts a family cannot use are refused here
-with a 400 that names the part.
+collapse into the one shape families render. Media parts become ``MediaPart`` records that
+say where they came from (``messages[i].content[j]``), so a later refusal can name the part.
+Whether the model takes a kind of media is the media pipeline's question, not this module's.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from gateway.errors import InvalidRequest
 from gateway.families.base import Conversation, Turn
-from gateway.protocol.chat import ChatMessage, ImageURLPart, TextPart
+from gateway.protocol.chat import (
+    AudioURLPart,
+    ChatMessage,
+    ImageURLPart,
+    InputAudioPart,
+    TextPart,
+    VideoURLPart,
+)
+
+MediaKind = Literal["image", "video", "audio"]
+
+
+@dataclass(frozen=True)
+class MediaPart:
+    """One media part: a URL (http, https, data:, file:) or, for ``input_audio``, base64 data."""
+
+    kind: MediaKind
+    where: str  # "messages[2].content[1]"
+    url: str | None = None
+    data: str | None = None  # input_audio.data (base64)
+    format: str | None = None  # input_audio.format ("wav", "mp3")
 
 
 @dataclass(frozen=True)
 class ParsedChat:
     conversation: Conversation
-    image_urls: tuple[str, ...]
+    media: tuple[MediaPart, ...] = ()
+
+    @property
+    def image_urls(self) -> tuple[str, ...]:
+        return tuple(p.url for p in self.media if p.kind == "image" and p.url is not None)
 
 
-def _message_parts(message: ChatMessage, index: int) -> tuple[str, list[str]]:
-    """The text of one message and the image URLs it carries."""
+def _media_part(part: object, where: str) -> MediaPart | None:
+    if isinstance(part, ImageURLPart):
+        return MediaPart("image", where, url=part.image_url.url)
+    if isinstance(part, VideoURLPart):
+        return MediaPart("video", where, url=part.video_url.url)
+    if isinstance(part, AudioURLPart):
+        return MediaPart("audio", where, url=part.audio_url.url)
+    if isinstance(part, InputAudioPart):
+        audio = part.input_audio
+        return MediaPart("audio", where, data=audio.data, format=audio.format)
+    return None
+
+
+def _message_parts(message: ChatMessage, index: int) -> tuple[str, list[MediaPart]]:
+    """The text of one message and the media parts it carries."""
     content = message.content
     if content is None:
         return "", []
     if isinstance(content, str):
         return content, []
     texts: list[str] = []
-    urls: list[str] = []
+    media: list[MediaPart] = []
     for part_index, part in enumerate(content):
         where = f"messages[{index}].content[{part_index}]"
         if isinstance(part, TextPart):
             texts.append(part.text)
-        elif isinstance(part, ImageURLPart):
-            if message.role != "user":
-                raise InvalidRequest(
-                    f"images are only allowed in user messages ({where})", param=where
-                )
-            urls.append(part.image_url.url)
-        else:
+            continue
+        item = _media_part(part, where)
+        if item is None:
             raise InvalidRequest(
-                f"content part type '{part.type}' is not supported by this model yet ({where})",
+                f"content part type '{part.type}' is not supported ({where})",
                 param=where,
                 code="unsupported_content_part",
             )
-    return "\n".join(texts), urls
+        if message.role != "user":
+            raise InvalidRequest(
+                f"{item.kind} parts are only allowed in user messages ({where})", param=where
+            )
+        media.append(item)
+    return "\n".join(texts), media
+
+
+def _turn(role: str, text: str, media: list[MediaPart]) -> Turn:
+    counts = {kind: sum(1 for m in media if m.kind == kind) for kind in ("image", "video", "audio")}
+    return Turn(
+        role=role,  # type: ignore[arg-type]
+        text=text,
+        images=counts["image"],
+        videos=counts["video"],
+        audios=counts["audio"],
+    )
 
 
 def parse_messages(messages: list[ChatMessage]) -> ParsedChat:
     """Fold system/developer messages into one system text; keep the turns in order."""
     system_parts: list[str] = []
     turns: list[Turn] = []
-    urls: list[str] = []
+    media: list[MediaPart] = []
     for index, message in enumerate(messages):
-        text, message_urls = _message_parts(message, index)
+        text, message_media = _message_parts(message, index)
         if message.role in ("system", "developer"):
             if turns:
                 raise InvalidRequest(
@@ -63,11 +114,11 @@ def parse_messages(messages: list[ChatMessage]) -> ParsedChat:
                 )
             system_parts.append(text)
             continue
-        if not text and not message_urls:
+        if not text and not message_media:
             raise InvalidRequest(f"messages[{index}] has no content", param=f"messages[{index}]")
-        turns.append(Turn(role=message.role, text=text, images=len(message_urls)))  # type: ignore[arg-type]
-        urls.extend(message_urls)
+        turns.append(_turn(message.role, text, message_media))
+        media.extend(message_media)
     if not turns:
         raise InvalidRequest("the conversation needs at least one user message", param="messages")
     system = "\n".join(p for p in system_parts if p) or None
-    return ParsedChat(Conversation(system=system, turns=tuple(turns)), tuple(urls))
+    return ParsedChat(Conversation(system=system, turns=tuple(turns)), tuple(media))

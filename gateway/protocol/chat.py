@@ -72,6 +72,23 @@ class ChatMessage(_Part):
     name: str | None = None
 
 
+class VideoIOKwargs(BaseModel):
+    """How to sample a request's video (vLLM's ``media_io_kwargs.video``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    num_frames: int | None = Field(None, ge=1)
+    fps: float | None = Field(None, gt=0)
+
+
+class MediaIOKwargs(BaseModel):
+    """Per-request media loading options, named as vLLM names them; unknown keys are refused."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    video: VideoIOKwargs | None = None
+
+
 class StreamOptions(_Part):
     include_usage: bool = False
 
@@ -111,6 +128,7 @@ class ChatCompletionRequest(BaseModel):
     tool_choice: Any = None
     response_format: ResponseFormat | None = None
     user: str | None = None
+    media_io_kwargs: MediaIOKwargs | None = None
 
     @field_validator("stop")
     @classmethod

@@ -1,4 +1,5 @@
 import pytest
+from pydantic import ValidationError
 
 from gateway.errors import InvalidRequest
 from gateway.pipeline.conversation import parse_messages
@@ -31,19 +32,35 @@ def test_parts_become_text_and_ordered_image_urls() -> None:
     assert parsed.image_urls == ("http://a/1.png", "http://a/2.png")
 
 
-def test_unsupported_part_is_a_400_naming_the_part() -> None:
-    with pytest.raises(InvalidRequest) as info:
-        parse(
-            [
-                {
-                    "role": "user",
-                    "content": [
-                        {"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}
-                    ],
-                }
-            ]
-        )
-    assert info.value.param == "messages[0].content[0]"
+def test_media_parts_keep_kind_order_and_place() -> None:
+    parsed = parse(
+        [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "video_url", "video_url": {"url": "http://a/v.mp4"}},
+                    {"type": "text", "text": "what happens?"},
+                    {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}},
+                    {"type": "audio_url", "audio_url": {"url": "data:audio/wav;base64,AA=="}},
+                ],
+            }
+        ]
+    )
+    kinds = [(m.kind, m.where) for m in parsed.media]
+    assert kinds == [
+        ("video", "messages[0].content[0]"),
+        ("audio", "messages[0].content[2]"),
+        ("audio", "messages[0].content[3]"),
+    ]
+    assert parsed.media[1].data == "UklGRg==" and parsed.media[1].format == "wav"
+    turn = parsed.conversation.turns[0]
+    assert (turn.images, turn.videos, turn.audios) == (0, 1, 2)
+    assert parsed.image_urls == ()
+
+
+def test_unknown_part_type_is_refused_by_the_schema() -> None:
+    with pytest.raises(ValidationError):
+        parse([{"role": "user", "content": [{"type": "file", "file": {}}]}])
 
 
 def test_images_in_assistant_messages_are_refused() -> None:

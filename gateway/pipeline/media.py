@@ -1,0 +1,238 @@
+"""Media parts -> the family's wire tensor and its KV-reuse id.
+
+Everything that can be refused without touching the network is checked first (kinds the model
+takes, counts, sampling options), so a refused request costs no fetch. Then every part is
+fetched concurrently on the event loop and decoded in the offload pool (worker processes, at
+most ``decode_workers`` at a time, each item under ``decode_timeout_s``), so a burst of large
+or hostile media cannot starve the token relay of other requests. A failure names its part.
+
+The content digest covers the tenant salt, the model, the processing options (including
+frame sampling and JPEG draft decoding, which change pixels) and every item's kind, shape and
+content, in order: the same pixels from any URL or encoding give the same id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gateway.config import Limits
+from gateway.errors import GatewayError, InvalidRequest, MediaURLError, TooManyMediaItems
+from gateway.families.base import Family
+from gateway.media.audio import AudioLimits
+from gateway.media.identity import content_digest
+from gateway.media.image import ImageLimits
+from gateway.media.local import decode_base64_payload
+from gateway.media.video import FrameSampling, VideoLimits
+from gateway.pipeline._media_jobs import PreparedItem, prepare_audio, prepare_image, prepare_video
+from gateway.pipeline.conversation import MediaKind, MediaPart
+from gateway.protocol.chat import MediaIOKwargs
+from gateway.runtime import Runtime, ServedRuntime
+
+__all__ = ["PreparedMedia", "check_media", "load_audio", "prepare_media", "video_sampling"]
+
+_COUNT_LIMITS: dict[MediaKind, str] = {
+    "image": "max_images_per_request",
+    "video": "max_videos_per_request",
+    "audio": "max_audio_per_request",
+}
+_PLURAL = {"image": "images", "video": "videos", "audio": "audio clips"}
+
+
+@dataclass(frozen=True)
+class PreparedMedia:
+    tensor_name: str
+    tensor: np.ndarray
+    extra_id: int | None  # None: a 64-bit collision, so this request goes without reuse
+    items: int
+
+
+def _accepts(family: Family, kind: MediaKind) -> bool:
+    tensor = {"image": family.image_tensor, "video": family.video_tensor}.get(kind)
+    return tensor is not None if kind != "audio" else family.audio_tensor is not None
+
+
+def check_media(parts: Sequence[MediaPart], served: ServedRuntime, limits: Limits) -> None:
+    """Refuse kinds the model does not take, mixes the wire cannot carry, and counts over the
+    server's or the engine's limit; all before any fetch."""
+    model = served.config.id
+    for part in parts:
+        if not _accepts(served.family, part.kind):
+            raise InvalidRequest(
+                f"model '{model}' does not accept {part.kind} input ({part.where})",
+                param=part.where,
+                code="unsupported_content_part",
+            )
+    kinds = {part.kind for part in parts}
+    if len(kinds) > 1:  # GenerationRequest carries one media tensor per request today
+        raise InvalidRequest(
+            f"model '{model}' takes one kind of media per request; this one mixes "
+            f"{' and '.join(sorted(kinds))}",
+            param="messages",
+            code="unsupported_content_part",
+        )
+    for kind in kinds:
+        count = sum(1 for part in parts if part.kind == kind)
+        limit = getattr(limits, _COUNT_LIMITS[kind])
+        if kind == "image" and served.config.max_images is not None:
+            limit = min(limit, served.config.max_images)
+        if count > limit:
+            raise TooManyMediaItems(
+                f"this request has {count} {_PLURAL[kind]}; model '{model}' accepts at most "
+                f"{limit} per request",
+                param="messages",
+            )
+
+
+def video_sampling(options: MediaIOKwargs | None, family: Family, limits: Limits) -> FrameSampling:
+    """Frames to sample: the request's ``media_io_kwargs.video`` within the server's limits."""
+    video = options.video if options is not None else None
+    num_frames = (video.num_frames if video else None) or limits.video_num_frames
+    if num_frames > limits.video_max_num_frames:
+        raise InvalidRequest(
+            f"num_frames is {num_frames}; this server samples at most "
+            f"{limits.video_max_num_frames} frames per video",
+            param="media_io_kwargs.video.num_frames",
+        )
+    fps = video.fps if video else None
+    if fps is not None and fps > limits.video_max_fps:
+        raise InvalidRequest(
+            f"fps is {fps:g}; this server samples at most {limits.video_max_fps:g} frames per "
+            "second",
+            param="media_io_kwargs.video.fps",
+        )
+    return FrameSampling(num_frames, fps, family.video_max_short_side)
+
+
+async def prepare_media(
+    parts: Sequence[MediaPart],
+    served: ServedRuntime,
+    runtime: Runtime,
+    options: MediaIOKwargs | None = None,
+) -> PreparedMedia | None:
+    """Fetch, decode and prepare every part; the first failure is the request's error."""
+    if not parts:
+        return None
+    limits = runtime.settings.limits
+    check_media(parts, served, limits)
+    family = served.family
+    sampling = video_sampling(options, family, limits) if parts[0].kind == "video" else None
+    loads = (_load(part, served, runtime, sampling) for part in parts)
+    results = await asyncio.gather(*loads, return_exceptions=True)
+    arrays = [item.array for item in _successes(results, parts)]
+    if sampling is not None:
+        name, stack = family.video_tensor, family.stack_video
+        processing = f"{family.video_processing_options()}|{sampling!r}"
+        tensor = await asyncio.to_thread(stack, arrays[0])
+    else:
+        name, stack = family.image_tensor, family.stack_images
+        processing = f"{family.processing_options()}|{_draft_option(family, limits)}"
+        tensor = await asyncio.to_thread(stack, arrays)
+    assert name is not None  # check_media refused kinds without a tensor
+    digest = content_digest(
+        model=served.config.id,
+        options=processing,
+        arrays=arrays,
+        kinds=[part.kind for part in parts],
+        salt=limits.content_id_salt,
+    )
+    return PreparedMedia(name, tensor, runtime.extra_ids.extra_id(digest), len(parts))
+
+
+async def load_audio(part: MediaPart, runtime: Runtime) -> np.ndarray:
+    """One audio part -> mono float32 at 16 kHz (for the families that take audio)."""
+    item = await _decode(part, runtime, await _bytes(part, runtime), prepare_audio, _audio(runtime))
+    return item.array
+
+
+def _draft_option(family: Family, limits: Limits) -> str:
+    return f"draft={limits.jpeg_draft_margin:g}" if family.image_decode_size else "draft=off"
+
+
+def _image_limits(limits: Limits) -> ImageLimits:
+    return ImageLimits(max_bytes=limits.max_media_bytes, max_pixels=limits.max_image_pixels)
+
+
+def _video_limits(limits: Limits) -> VideoLimits:
+    return VideoLimits(
+        max_bytes=limits.max_media_bytes,
+        max_duration_s=limits.max_video_duration_s,
+        max_frames=limits.max_video_frames,
+        max_side=limits.max_video_side,
+        max_decoded_frames=limits.max_video_decoded_frames,
+    )
+
+
+def _audio(runtime: Runtime) -> AudioLimits:
+    limits = runtime.settings.limits
+    return AudioLimits(max_bytes=limits.max_media_bytes, max_duration_s=limits.max_audio_duration_s)
+
+
+async def _load(
+    part: MediaPart, served: ServedRuntime, runtime: Runtime, sampling: FrameSampling | None
+) -> PreparedItem:
+    """Fetch one part, then prepare it in a worker."""
+    data = await _bytes(part, runtime)
+    limits = runtime.settings.limits
+    if part.kind == "video":
+        assert sampling is not None
+        args: tuple[Any, ...] = (_video_limits(limits), sampling, served.family)
+        return await _decode(part, runtime, data, prepare_video, *args)
+    args = (_image_limits(limits), served.family, limits.jpeg_draft_margin)
+    return await _decode(part, runtime, data, prepare_image, *args)
+
+
+async def _bytes(part: MediaPart, runtime: Runtime) -> bytes:
+    """The part's bytes: fetched (http, https, data:, file:) or its base64 ``input_audio``."""
+    started = time.perf_counter()
+    try:
+        if part.url is not None:
+            data = (await runtime.fetcher.fetch(part.url)).data
+        else:
+            limit = runtime.settings.limits.max_media_bytes
+            data = decode_base64_payload(part.data or "", limit, "input_audio.data")
+    except MediaURLError as exc:
+        exc.code = f"invalid_{part.kind}_url" if part.url is not None else "invalid_media"
+        raise
+    runtime.metrics.media_fetched(part.kind, time.perf_counter() - started, len(data))
+    return data
+
+
+async def _decode(
+    part: MediaPart, runtime: Runtime, data: bytes, job: Any, *args: Any
+) -> PreparedItem:
+    """Run ``job(data, *args)`` in the offload pool and report its timings."""
+    metrics = runtime.metrics
+    item: PreparedItem = await runtime.offload.run(
+        job,
+        data,
+        *args,
+        what=f"the {part.kind}",
+        on_wait=lambda seconds: metrics.queued("decode", seconds),
+    )
+    metrics.media_decoded(part.kind, item.decode_s, item.pixels)
+    if item.preprocess_s:
+        metrics.media_preprocessed(part.kind, item.preprocess_s)
+    return item
+
+
+def _successes(
+    results: Sequence[PreparedItem | BaseException], parts: Sequence[MediaPart]
+) -> list[PreparedItem]:
+    """The prepared items, or the first failure, annotated with which part it was."""
+    for index, (result, part) in enumerate(zip(results, parts, strict=True)):
+        if isinstance(result, GatewayError):
+            same_kind = [p for p in parts if p.kind == part.kind]
+            if len(same_kind) > 1:
+                number = sum(1 for p in parts[: index + 1] if p.kind == part.kind)
+                result.message = f"{part.kind} {number} of {len(same_kind)}: {result.message}"
+            result.param = result.param or part.where
+            raise result
+        if isinstance(result, BaseException):
+            raise result
+    return [r for r in results if isinstance(r, PreparedItem)]

@@ -1,0 +1,187 @@
+"""prepare_media: checks before fetching, per-kind codes, video tensors, content identity."""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import AsyncIterator
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from gateway.config import Limits, ServedModel, Settings
+from gateway.errors import GatewayError, InvalidRequest, TooManyMediaItems
+from gateway.families.registry import get_family
+from gateway.media.fetch import MediaFetcher
+from gateway.media.identity import ExtraIdRegistry
+from gateway.media.offload import Offloader, OffloadLimits
+from gateway.pipeline.conversation import MediaPart
+from gateway.pipeline.media import load_audio, prepare_media
+from gateway.protocol.chat import MediaIOKwargs
+from gateway.runtime import Runtime, ServedRuntime
+from tests.gateway.media.samples import encode_audio, encode_video, frame_index, sine
+
+
+def data_url(data: bytes, media_type: str) -> str:
+    return f"data:{media_type};base64," + base64.b64encode(data).decode()
+
+
+def picture(fmt: str, seed: int = 0, **save: object) -> bytes:
+    rng = np.random.default_rng(seed)
+    pixels = rng.integers(0, 256, (48, 64, 3), dtype=np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, fmt, **save)
+    return out.getvalue()
+
+
+def image(url: str, where: str = "messages[0].content[0]") -> MediaPart:
+    return MediaPart("image", where, url=url)
+
+
+def video(url: str, where: str = "messages[0].content[0]") -> MediaPart:
+    return MediaPart("video", where, url=url)
+
+
+@pytest.fixture(scope="module")
+async def runtime() -> AsyncIterator[Runtime]:
+    settings = Settings(limits=Limits(max_images_per_request=2, content_id_salt=""))
+    offload = Offloader(OffloadLimits(workers=1), preload=("gateway.pipeline._media_jobs",))
+    await offload.start()
+    fetcher = MediaFetcher()
+    yield Runtime(settings, {}, {}, fetcher, ExtraIdRegistry(), offload)
+    await fetcher.aclose()
+    await offload.aclose()
+
+
+def served(family: str, model_id: str = "m") -> ServedRuntime:
+    config = ServedModel(id=model_id, family=family, triton_model="t", triton_url="fake:1")
+    return ServedRuntime(config, get_family(family), client=None)  # type: ignore[arg-type]
+
+
+async def extra_id(runtime: Runtime, *urls: str, model: str = "m") -> int | None:
+    prepared = await prepare_media([image(u) for u in urls], served("llava", model), runtime)
+    assert prepared is not None
+    return prepared.extra_id
+
+
+async def test_same_pixels_any_encoding_same_id(runtime: Runtime) -> None:
+    png = await extra_id(runtime, data_url(picture("PNG"), "image/png"))
+    webp = await extra_id(runtime, data_url(picture("WEBP", lossless=True), "image/webp"))
+    assert png == webp and png is not None
+    other = await extra_id(runtime, data_url(picture("PNG", seed=1), "image/png"))
+    other_model = await extra_id(runtime, data_url(picture("PNG"), "image/png"), model="m2")
+    two = await extra_id(runtime, *[data_url(picture("PNG"), "image/png")] * 2)
+    assert len({png, other, other_model, two}) == 4
+
+
+async def test_tenant_salt_changes_the_id(runtime: Runtime) -> None:
+    url = data_url(picture("PNG"), "image/png")
+    plain = await extra_id(runtime, url)
+    salted_settings = Settings(limits=Limits(content_id_salt="tenant-a"))
+    salted = Runtime(salted_settings, {}, {}, runtime.fetcher, runtime.extra_ids, runtime.offload)
+    assert await extra_id(salted, url) not in (plain, None)
+
+
+async def test_a_64_bit_collision_sends_no_id(runtime: Runtime) -> None:
+    url = data_url(picture("PNG", seed=5), "image/png")
+    first = await extra_id(runtime, url)
+    assert first is not None
+    registry = ExtraIdRegistry()
+    registry.extra_id(first.to_bytes(8, "big") + b"another content".ljust(24, b"\0"))
+    colliding = Runtime(runtime.settings, {}, {}, runtime.fetcher, registry, runtime.offload)
+    assert await extra_id(colliding, url) is None
+    assert registry.collisions == 1
+
+
+@pytest.mark.parametrize(
+    ("part", "family"),
+    [
+        (video("http://127.0.0.1:9/v.mp4"), "llava"),
+        (MediaPart("audio", "messages[0].content[0]", url="http://127.0.0.1:9/a.wav"), "llava"),
+        (MediaPart("audio", "messages[0].content[0]", data="AAAA"), "llava_onevision"),
+    ],
+)
+async def test_kinds_a_model_does_not_take_are_refused_before_fetching(
+    runtime: Runtime, part: MediaPart, family: str
+) -> None:
+    with pytest.raises(InvalidRequest, match=f"does not accept {part.kind} input") as caught:
+        await prepare_media([part], served(family), runtime)
+    assert caught.value.code == "unsupported_content_part"
+    assert caught.value.param == "messages[0].content[0]"
+
+
+async def test_counts_and_mixes(runtime: Runtime) -> None:
+    url = "http://127.0.0.1:9/x"
+    with pytest.raises(TooManyMediaItems, match="3 images; model 'm' accepts at most 2") as e:
+        await prepare_media([image(url)] * 3, served("llava"), runtime)
+    assert e.value.code == "too_many_media_items"
+    with pytest.raises(TooManyMediaItems, match="2 videos"):
+        await prepare_media([video(url)] * 2, served("llava_onevision"), runtime)
+    with pytest.raises(InvalidRequest, match="mixes image and video"):
+        await prepare_media([image(url), video(url)], served("llava_onevision"), runtime)
+
+
+@pytest.mark.parametrize(
+    ("part", "code"),
+    [
+        (image("ftp://example.com/a.png"), "invalid_image_url"),
+        (video("http://169.254.169.254/latest"), "invalid_video_url"),
+        (video("data:video/mp4;base64,@@@"), "invalid_video_url"),
+    ],
+)
+async def test_url_refusals_name_the_kind(runtime: Runtime, part: MediaPart, code: str) -> None:
+    family = "llava" if part.kind == "image" else "llava_onevision"
+    with pytest.raises(GatewayError) as caught:
+        await prepare_media([part], served(family), runtime)
+    assert caught.value.code == code and caught.value.status_code == 400
+
+
+async def test_failures_name_the_part(runtime: Runtime) -> None:
+    good = image(data_url(picture("PNG"), "image/png"), "messages[0].content[0]")
+    bad = image(data_url(b"not an image", "image/png"), "messages[1].content[2]")
+    with pytest.raises(GatewayError) as caught:
+        await prepare_media([good, bad], served("llava"), runtime)
+    assert caught.value.code == "unsupported_media_type"
+    assert caught.value.message.startswith("image 2 of 2: ")
+    assert caught.value.param == "messages[1].content[2]"
+
+
+async def test_video_becomes_video_bytes_input(runtime: Runtime) -> None:
+    clip = data_url(encode_video(frames=30, size=(64, 48)), "video/mp4")
+    options = MediaIOKwargs.model_validate({"video": {"num_frames": 4}})
+    prepared = await prepare_media([video(clip)], served("llava_onevision"), runtime, options)
+    assert prepared is not None and prepared.tensor_name == "video_bytes_input"
+    assert prepared.tensor.shape == (1, 4, 48, 64, 3) and prepared.tensor.dtype == np.uint8
+    assert [frame_index(f) for f in prepared.tensor[0]] == [0, 10, 19, 29]
+    default = await prepare_media([video(clip)], served("llava_onevision"), runtime)
+    assert default is not None and default.tensor.shape[1] == 8  # video_num_frames
+    assert default.extra_id not in (None, prepared.extra_id)
+
+
+@pytest.mark.parametrize(
+    ("options", "param"),
+    [
+        ({"video": {"num_frames": 33}}, "media_io_kwargs.video.num_frames"),
+        ({"video": {"fps": 60}}, "media_io_kwargs.video.fps"),
+    ],
+)
+async def test_sampling_options_within_server_limits(
+    runtime: Runtime, options: dict, param: str
+) -> None:
+    parsed = MediaIOKwargs.model_validate(options)
+    with pytest.raises(InvalidRequest) as caught:
+        await prepare_media(
+            [video("http://127.0.0.1:9/v")], served("llava_onevision"), runtime, parsed
+        )
+    assert caught.value.param == param
+
+
+async def test_load_audio_from_input_audio(runtime: Runtime) -> None:
+    wav = encode_audio(sine(0.5, 16_000), 16_000, "wav")
+    part = MediaPart("audio", "w", data=base64.b64encode(wav).decode(), format="wav")
+    samples = await load_audio(part, runtime)
+    assert samples.dtype == np.float32 and samples.shape == (8000,)
+    with pytest.raises(GatewayError) as caught:
+        await load_audio(MediaPart("audio", "w", data="!!", format="wav"), runtime)
+    assert caught.value.code == "invalid_media"
