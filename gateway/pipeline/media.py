@@ -227,10 +227,9 @@ def _successes(
     """The prepared items, or the first failure, annotated with which part it was."""
     for index, (result, part) in enumerate(zip(results, parts, strict=True)):
         if isinstance(result, GatewayError):
-            same_kind = [p for p in parts if p.kind == part.kind]
-            if len(same_kind) > 1:
-                number = sum(1 for p in parts[: index + 1] if p.kind == part.kind)
-                result.message = f"{part.kind} {number} of {len(same_kind)}: {result.message}"
+            total = sum(1 for p in parts if p.kind == part.kind)
+            number = sum(1 for p in parts[: index + 1] if p.kind == part.kind)
+            result.message = f"{part.kind} {number} of {total}: {result.message}"
             result.param = result.param or part.where
             raise result
         if isinstance(result, BaseException):
