@@ -35,12 +35,20 @@ def _table(header: str, items: Mapping[str, Scalar | None]) -> list[str]:
     return [*lines, ""]
 
 
+def default_model_id(request: RepoRequest) -> str:
+    """The checkpoint's name: the tokenizer folder, else the folder the recipes build
+    ``llm/``, ``encoder/`` and ``decoder/`` into."""
+    if request.tokenizer_dir is not None:
+        return request.tokenizer_dir.resolve().name
+    engine = (request.llm_engine or request.output).resolve()
+    return engine.parent.name if engine.name in ("llm", "decoder") else engine.name
+
+
 def served_model(request: RepoRequest, engines: Engines) -> dict[str, Scalar | None]:
     """The ``[[models]]`` entry: what the gateway needs to call this deployment right."""
     spec = request.spec
-    default_id = (request.tokenizer_dir or request.llm_engine or request.output).name
     return {
-        "id": request.model_id or default_id,
+        "id": request.model_id or default_model_id(request),
         "family": spec.gateway_family,
         "triton_model": request.triton_model,
         "triton_url": request.triton_url,

@@ -121,7 +121,7 @@ def test_whisper_repository(workspace: Workspace, run_tool: Runner) -> None:
     argv = launch_argv(out)
     assert argv[argv.index("--tensorrt_llm_model_name") + 1] == "tensorrt_llm,whisper_bls"
     (model,) = load_settings(workspace.root / "repo" / "gateway.toml").models
-    assert (model.family, model.triton_model) == ("whisper", "whisper_bls")
+    assert (model.id, model.family, model.triton_model) == ("whisper", "whisper", "whisper_bls")
 
 
 def test_path_map_writes_server_paths_and_env_file(workspace: Workspace, run_tool: Runner) -> None:
