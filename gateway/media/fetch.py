@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import http
 import mimetypes
+import re
 import socket
 import ssl
 import urllib.parse
@@ -69,6 +70,9 @@ _TEST_NETWORKS = (
     *map(ip_network, ("::1/128", "fc00::/7")),
 )
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+# Characters on which RFC 3986 (httpx) and WHATWG (browsers, many validators) parsers disagree
+# ("http://a\\@b/" has host b for one and a for the other): refused, not interpreted.
+_AMBIGUOUS = re.compile(r"[\\\s\x00-\x1f\x7f]")
 _HEADERS = {
     "User-Agent": "multimodal-gateway/0.1 (media fetcher)",
     "Accept": "image/*, video/*, audio/*;q=0.9, */*;q=0.5",
@@ -159,6 +163,11 @@ class MediaFetcher:
             return decode_data_url(url, self.limits.max_bytes)
         if len(url) > MAX_URL_LENGTH:
             raise MediaURLError(f"The media URL is longer than {MAX_URL_LENGTH} characters.")
+        if _AMBIGUOUS.search(url):
+            raise MediaURLError(
+                "The media URL holds a backslash, whitespace or a control character; URL "
+                "parsers disagree on those, so it is refused. Percent-encode them."
+            )
         if scheme == "file":
             return await self._fetch_file(url)
         if scheme not in ("http", "https"):
