@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
 import ctypes
+import importlib.util
 import logging
 import os
 import shutil
@@ -28,7 +28,7 @@ import socket
 import sys
 import sysconfig
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -137,6 +137,8 @@ class EmbeddedTriton:
 
     model_repository: Path
     env: Mapping[str, str] = field(default_factory=dict)
+    # Load only these models (explicit model control); None loads the whole repository.
+    models: Sequence[str] | None = None
     ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S
     log_verbose: int = 0
     on_restart: Callable[[], None] | None = None
@@ -182,7 +184,13 @@ class EmbeddedTriton:
             "--exit-on-error=true",
             "--strict-readiness=true",
             f"--log-verbose={self.log_verbose}",
+            *self._model_control(),
         ]
+
+    def _model_control(self) -> list[str]:
+        if self.models is None:
+            return []
+        return ["--model-control-mode=explicit", *(f"--load-model={m}" for m in self.models)]
 
     async def start(self) -> None:
         """Launch, wait for readiness, then watch the process."""

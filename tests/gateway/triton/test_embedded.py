@@ -78,3 +78,20 @@ async def test_starts_on_loopback_and_restarts_after_being_killed(
     finally:
         await server.stop()
     assert not server.ready
+
+
+async def test_explicit_models_load_only_those(identity_repository: Path) -> None:
+    second = identity_repository / "other"
+    (second / "1").mkdir(parents=True)
+    (second / "config.pbtxt").write_text(IDENTITY_CONFIG.replace('"identity"', '"other"'))
+    (second / "1" / "model.py").write_text(IDENTITY_MODEL)
+    server = EmbeddedTriton(identity_repository, ready_timeout_s=120, models=["other"])
+    await server.start()
+    try:
+        async with httpx.AsyncClient(trust_env=False) as http:
+            assert (await http.get(f"{server.http_url}/v2/models/other/ready")).status_code == 200
+            assert (
+                await http.get(f"{server.http_url}/v2/models/identity/ready")
+            ).status_code != 200
+    finally:
+        await server.stop()
