@@ -57,6 +57,8 @@ def ensure_chromium() -> tuple[Path | None, str]:
     if not ok:  # a fresh machine often has no package lists yet
         _apt("update")
         ok, detail = _apt("install", "-y", "chromium")
-    if ok and CHROMIUM.exists():
-        return CHROMIUM, ""
-    return None, f"apt-get install -y chromium failed: {detail.strip()}"
+    if not ok:
+        return None, f"apt-get install -y chromium failed: {detail.strip()}"
+    if not CHROMIUM.exists():
+        return None, f"apt-get installed chromium, but {CHROMIUM} is still missing"
+    return CHROMIUM, ""
