@@ -185,3 +185,13 @@ async def test_load_audio_from_input_audio(runtime: Runtime) -> None:
     with pytest.raises(GatewayError) as caught:
         await load_audio(MediaPart("audio", "w", data="!!", format="wav"), runtime)
     assert caught.value.code == "invalid_media"
+
+
+async def test_audio_over_the_duration_limit(runtime: Runtime) -> None:
+    short = Settings(limits=Limits(max_audio_duration_s=1))
+    limited = Runtime(short, {}, {}, runtime.fetcher, runtime.extra_ids, runtime.offload)
+    wav = encode_audio(sine(2.0, 16_000), 16_000, "wav")
+    part = MediaPart("audio", "w", url=data_url(wav, "audio/wav"))
+    with pytest.raises(GatewayError, match=r"2\.0 s long, over the limit of 1 s") as caught:
+        await load_audio(part, limited)
+    assert caught.value.code == "media_too_large"

@@ -1,0 +1,113 @@
+"""Video and content identity end to end: the real gateway in front of the real Triton."""
+
+from __future__ import annotations
+
+import base64
+import io
+
+import httpx
+import numpy as np
+import pytest
+from openai import AsyncOpenAI
+from PIL import Image
+
+from tests.e2e.conftest import MediaServer
+from tests.gateway.media.samples import encode_video
+
+pytestmark = pytest.mark.e2e
+
+ONEVISION = "reference-llava-onevision"
+
+
+@pytest.fixture(scope="module")
+def clips(media_server: MediaServer) -> MediaServer:
+    media_server.files["clip.mp4"] = (encode_video(frames=24, size=(64, 48)), "video/mp4")
+    return media_server
+
+
+def video_request(url: str, num_frames: int | None = None, model: str = ONEVISION) -> dict:
+    body: dict = {
+        "model": model,
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "video_url", "video_url": {"url": url}},
+                    {"type": "text", "text": "What happens in this video?"},
+                ],
+            }
+        ],
+        "max_tokens": 4,
+        "temperature": 0,
+    }
+    if num_frames is not None:
+        body["media_io_kwargs"] = {"video": {"num_frames": num_frames}}
+    return body
+
+
+async def test_video_chat_to_onevision(gateway_url: str, clips: MediaServer) -> None:
+    async with httpx.AsyncClient(base_url=gateway_url, timeout=120) as http:
+        two = await http.post("/v1/chat/completions", json=video_request(clips.url("clip.mp4"), 2))
+        four = await http.post("/v1/chat/completions", json=video_request(clips.url("clip.mp4"), 4))
+    assert two.status_code == 200, two.text
+    assert four.status_code == 200, four.text
+    assert two.json()["choices"][0]["message"]["role"] == "assistant"
+    tokens_two = two.json()["usage"]["prompt_tokens"]
+    tokens_four = four.json()["usage"]["prompt_tokens"]
+    per_frame = (tokens_four - tokens_two) / 2
+    assert per_frame >= 4, "each sampled frame reaches the model as visual features"
+
+
+async def test_webm_data_url_video_with_the_openai_sdk(gateway_url: str) -> None:
+    webm = encode_video(frames=10, codec="libvpx-vp9")
+    url = "data:video/webm;base64," + base64.b64encode(webm).decode()
+    client = AsyncOpenAI(base_url=f"{gateway_url}/v1", api_key="x", max_retries=0, timeout=120)
+    body = video_request(url)
+    stream = await client.chat.completions.create(
+        model=body["model"],
+        messages=body["messages"],
+        max_tokens=4,
+        stream=True,
+        extra_body={"media_io_kwargs": {"video": {"num_frames": 3, "fps": 2}}},
+    )
+    finish = [c.choices[0].finish_reason async for c in stream if c.choices]
+    assert finish[-1] in ("stop", "length")
+
+
+def _pixels_as(fmt: str, **save: object) -> bytes:
+    rng = np.random.default_rng(42)
+    out = io.BytesIO()
+    Image.fromarray(rng.integers(0, 256, (200, 240, 3), dtype=np.uint8)).save(out, fmt, **save)
+    return out.getvalue()
+
+
+async def test_same_pixels_as_png_and_lossless_webp_reuse_the_cache(
+    gateway_url: str, media_server: MediaServer
+) -> None:
+    """The KV-reuse id comes from decoded pixels: a PNG by URL and the same picture as a
+    lossless WebP data: URL share Triton's cached prefix; another picture does not."""
+    media_server.files["same.png"] = (_pixels_as("PNG"), "image/png")
+    webp = base64.b64encode(_pixels_as("WEBP", lossless=True)).decode()
+
+    def ask(url: str, question: str) -> dict:
+        content = [
+            {"type": "image_url", "image_url": {"url": url}},
+            {"type": "text", "text": question},
+        ]
+        return {
+            "model": "reference-llava",
+            "messages": [{"role": "user", "content": content}],
+            "max_tokens": 2,
+            "temperature": 0,
+        }
+
+    async with httpx.AsyncClient(base_url=gateway_url, timeout=120) as http:
+        first = await http.post(
+            "/v1/chat/completions", json=ask(media_server.url("same.png"), "A?")
+        )
+        again = await http.post(
+            "/v1/chat/completions", json=ask(f"data:image/webp;base64,{webp}", "B?")
+        )
+    assert first.status_code == again.status_code == 200, again.text
+    cached = again.json()["usage"]["prompt_tokens_details"]["cached_tokens"]
+    assert cached >= 576, "the same pixels must reuse the image's cached prefix"
