@@ -12,6 +12,7 @@ Pure and synchronous; the pipeline runs it in worker threads. Decoding is ``medi
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -133,9 +134,14 @@ def preprocess(image: Image.Image, spec: PixelSpec) -> np.ndarray:
         array = array[:, :, np.newaxis]
     if spec.crop_size is not None and not cropped:
         array = center_crop(array, spec.crop_size)
-    pixels: np.ndarray = array
+    if array.dtype == np.uint8:
+        return _normalise_by_table(array, spec)
+    return np.ascontiguousarray(_normalise(array, spec).transpose(2, 0, 1), dtype=np.float32)
+
+
+def _normalise(pixels: np.ndarray, spec: PixelSpec) -> np.ndarray:
+    """HF's arithmetic: rescale in float64 then cast to float32, normalise in float32."""
     if spec.rescale_factor is not None:
-        # HF upcasts to float64 for the multiply, then casts to float32.
         pixels = (pixels.astype(np.float64) * spec.rescale_factor).astype(np.float32)
     if spec.image_mean is not None and spec.image_std is not None:
         if not np.issubdtype(pixels.dtype, np.floating):
@@ -143,7 +149,28 @@ def preprocess(image: Image.Image, spec: PixelSpec) -> np.ndarray:
         mean = np.asarray(spec.image_mean, dtype=pixels.dtype)
         std = np.asarray(spec.image_std, dtype=pixels.dtype)
         pixels = (pixels - mean) / std
-    return np.ascontiguousarray(pixels.transpose(2, 0, 1), dtype=np.float32)
+    return pixels
+
+
+@functools.lru_cache(maxsize=32)
+def _table(spec: PixelSpec, channels: int) -> np.ndarray:
+    """``_normalise`` of every uint8 value, per channel: [channels, 256] float32."""
+    levels = np.repeat(np.arange(256, dtype=np.uint8)[:, np.newaxis], channels, axis=1)
+    return np.ascontiguousarray(_normalise(levels, spec).T, dtype=np.float32)
+
+
+def _normalise_by_table(array: np.ndarray, spec: PixelSpec) -> np.ndarray:
+    """``_normalise`` for uint8 pixels as a lookup, written straight into [C, H, W] order.
+
+    The same float operations on the same values give the same bits, so this equals the
+    direct arithmetic exactly, at a third of its cost (no float64 image, no transpose copy).
+    """
+    height, width, channels = array.shape
+    table = _table(spec, channels)
+    out = np.empty((channels, height, width), dtype=np.float32)
+    for channel in range(channels):
+        np.take(table[channel], array[:, :, channel], out=out[channel])
+    return out
 
 
 def _resize(image: Image.Image, spec: PixelSpec) -> tuple[Image.Image, bool]:

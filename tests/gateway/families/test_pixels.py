@@ -194,3 +194,12 @@ def test_spec_validation() -> None:
         PixelSpec(image_mean=(0.5, 0.5, 0.5))
     with pytest.raises(ValueError):
         PixelSpec(crop_size=(0, 3))
+
+
+@pytest.mark.parametrize("spec", [CLIP_336, PixelSpec(rescale_factor=None), PixelSpec()])
+def test_lookup_table_equals_the_arithmetic(spec: PixelSpec) -> None:
+    from gateway.families._pixels import _normalise, _normalise_by_table
+
+    array = np.random.default_rng(0).integers(0, 256, (17, 23, 3), dtype=np.uint8)
+    direct = np.ascontiguousarray(_normalise(array, spec).transpose(2, 0, 1), dtype=np.float32)
+    assert np.array_equal(_normalise_by_table(array, spec), direct)
