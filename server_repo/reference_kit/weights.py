@@ -28,7 +28,6 @@ import torch
 from transformers import AutoTokenizer, GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 from server_repo.reference_kit.archs import Arch
-from server_repo.reference_kit.tiny_tokenizer import build_hf_tokenizer
 
 GENERATOR_VERSION = "1"
 DEFAULT_CACHE_DIR = Path("~/.cache/mmgw/reference")
@@ -107,11 +106,12 @@ def tiny_checkpoint(arch: Arch, cache_dir: Path | str | None = None) -> Path:
 
 def write_tiny_checkpoint(arch: Arch, directory: Path) -> None:
     """Tokenizer, processor files, seeded weights and a marker, all into ``directory``."""
-    tokenizer = build_hf_tokenizer(arch.special_tokens)
+    tokenizer = arch.build_tokenizer()
     config = arch.tiny_config(tokenizer)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(arch.tiny_spec["seed"])
         model = arch.model_class(config)
+        arch.finish_tiny_model(model, tokenizer)
     model.generation_config = GenerationConfig(
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from server_repo.reference_kit import ReferenceEngine, load_engine
+from server_repo.reference_kit.whisper import WhisperEngine, load_whisper_engine
 
 
 @pytest.fixture(scope="session")
@@ -23,6 +24,11 @@ def llava_engine(reference_cache: Path) -> ReferenceEngine:
 @pytest.fixture(scope="session")
 def onevision_engine(reference_cache: Path) -> ReferenceEngine:
     return load_engine("llava_onevision", cache_dir=reference_cache, device="cpu")
+
+
+@pytest.fixture(scope="session")
+def whisper_engine(reference_cache: Path) -> WhisperEngine:
+    return load_whisper_engine(cache_dir=reference_cache, device="cpu")
 
 
 @pytest.fixture

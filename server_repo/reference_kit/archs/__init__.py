@@ -5,10 +5,12 @@ from __future__ import annotations
 from server_repo.reference_kit.archs.base import Arch, MediaFeatures
 from server_repo.reference_kit.archs.llava import LlavaArch
 from server_repo.reference_kit.archs.llava_onevision import LlavaOnevisionArch
+from server_repo.reference_kit.archs.whisper import WhisperArch
 
 ARCHS: dict[str, type[Arch]] = {
     LlavaArch.family: LlavaArch,
     LlavaOnevisionArch.family: LlavaOnevisionArch,
+    WhisperArch.family: WhisperArch,
 }
 
 
@@ -20,4 +22,12 @@ def get_arch(name: str) -> Arch:
     return ARCHS[family]()
 
 
-__all__ = ["ARCHS", "Arch", "LlavaArch", "LlavaOnevisionArch", "MediaFeatures", "get_arch"]
+__all__ = [
+    "ARCHS",
+    "Arch",
+    "LlavaArch",
+    "LlavaOnevisionArch",
+    "MediaFeatures",
+    "WhisperArch",
+    "get_arch",
+]

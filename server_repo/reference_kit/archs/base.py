@@ -8,7 +8,8 @@ is left to ``generate.py``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -17,8 +18,8 @@ import torch
 from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 from server_repo.reference_kit.request import InvalidRequest
-from server_repo.reference_kit.templates import MediaSlot, PromptTemplate
-from server_repo.reference_kit.tiny_tokenizer import SpecialTokens
+from server_repo.reference_kit.templates import MediaSlot, Prompt, PromptTemplate, build_prompt
+from server_repo.reference_kit.tiny_tokenizer import SpecialTokens, build_hf_tokenizer
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,8 @@ class MediaFeatures:
 
     slots: tuple[MediaSlot, ...]
     embeds: torch.Tensor | None  # [sum of slot lengths, hidden] or None when no media
+    # What else the language model needs (cross-attention states, grids, encoder masks).
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def empty(cls) -> MediaFeatures:
@@ -43,9 +46,16 @@ class Arch:
     special_tokens: ClassVar[SpecialTokens]
     tiny_spec: ClassVar[dict[str, Any]]  # sizes of the tiny model; hashed into the cache folder
 
+    def build_tokenizer(self) -> PreTrainedTokenizerBase:
+        """The tiny tokenizer (default: the ASCII BPE with ``special_tokens`` on top)."""
+        return build_hf_tokenizer(self.special_tokens)
+
     def tiny_config(self, tokenizer: PreTrainedTokenizerBase) -> PretrainedConfig:
         """The tiny config, with special-token ids taken from ``tokenizer``."""
         raise NotImplementedError
+
+    def finish_tiny_model(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> None:
+        """Adjust freshly initialised tiny weights before they are saved (default: nothing)."""
 
     def save_processor(self, tokenizer: PreTrainedTokenizerBase, directory: Path) -> None:
         """Write processor files so ``AutoProcessor.from_pretrained(directory)`` works."""
@@ -64,6 +74,34 @@ class Arch:
     ) -> MediaFeatures:
         """Validate the media tensors and compute their projected features."""
         raise NotImplementedError
+
+    # Hooks with defaults that fit decoder-only models whose features fill prompt positions.
+    # Encoder-decoder models (``encoder_decoder``) are run by ``seq2seq.py`` instead.
+    encoder_decoder: ClassVar[bool] = False
+    # Prefix KV reuse is only sound when a position's KV depends on the tokens before it alone;
+    # cross-attention to the image (Mllama) breaks that.
+    reuse_prefix: ClassVar[bool] = True
+
+    def encode_request(self, model: PreTrainedModel, processor: Any, request: Any) -> MediaFeatures:
+        """The request's media features (default: ``encode_media`` on images and video)."""
+        return self.encode_media(model, processor, request.images, request.video)
+
+    def build_prompt(
+        self, tokenizer: PreTrainedTokenizerBase, text: str, slots: tuple[MediaSlot, ...]
+    ) -> Prompt:
+        """Token ids and media mask: the server-side template around ``text``."""
+        return build_prompt(tokenizer, self.template, text, slots)
+
+    def language_model(self, model: PreTrainedModel) -> PreTrainedModel:
+        """The module the step loop calls with ``inputs_embeds`` (default: the model)."""
+        return model
+
+    def step_inputs(
+        self, model: PreTrainedModel, prompt: Prompt, features: MediaFeatures
+    ) -> Callable[[int, int], dict[str, Any]] | None:
+        """Extra model arguments for positions ``[start, start + length)`` of one call (M-RoPE
+        positions, cross-attention), or None when ``inputs_embeds`` is all the model needs."""
+        return None
 
 
 def expect_array(value: Any, name: str, ndim: int, dtypes: tuple[type, ...]) -> np.ndarray:
