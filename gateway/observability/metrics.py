@@ -11,10 +11,7 @@ media metrics are labelled by kind (image, video, audio) only.
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Callable, Iterator
-from types import TracebackType
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -177,28 +174,3 @@ class GatewayMetrics:
     def render(self) -> tuple[bytes, str]:
         """The text exposition format and its content type."""
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
-
-
-class TimedSlots:
-    """A bounded set of slots (an ``asyncio.Semaphore``) that reports each wait for one.
-
-    ``async with slots:`` as with a semaphore; the time from asking to getting a slot goes
-    to ``metrics.queued(queue, seconds)``: the gateway's own queueing, visible per pool.
-    """
-
-    def __init__(self, slots: int, metrics: GatewayMetrics, queue: str) -> None:
-        self._semaphore = asyncio.Semaphore(slots)
-        self._wait = metrics.queue_seconds.labels(queue)
-
-    async def __aenter__(self) -> None:
-        asked = time.perf_counter()
-        await self._semaphore.acquire()
-        self._wait.observe(time.perf_counter() - asked)
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self._semaphore.release()

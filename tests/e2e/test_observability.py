@@ -72,6 +72,11 @@ async def test_metrics_show_non_zero_histograms_after_a_request(gateway_url: str
     ok = f"mmgw_requests_total{{code=,endpoint=/v1/chat/completions,{model},status=200}}"
     assert values[ok] >= 1
     assert values[f"mmgw_kv_reuse_ids_sent_total{{{model}}}"] >= 1
+    for stage in ("fetch", "decode", "preprocess"):
+        assert values[f"mmgw_media_seconds_sum{{kind=image,stage={stage}}}"] > 0, stage
+    assert values["mmgw_media_bytes_total{kind=image}"] > 0
+    assert values["mmgw_media_pixels_total{kind=image}"] > 0
+    assert values["mmgw_queue_seconds_count{queue=decode}"] >= 1
     assert values[f"mmgw_tokens_total{{{model},type=completion}}"] >= 12
     assert values["mmgw_in_flight_requests{}"] == 0
     assert values["mmgw_kv_reuse_id_collisions_total{}"] == 0

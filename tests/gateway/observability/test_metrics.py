@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.observability.metrics import GatewayMetrics, TimedSlots
+from gateway.observability.metrics import GatewayMetrics
 
 
 def samples(metrics: GatewayMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -59,21 +57,3 @@ def test_kv_reuse_ids_and_in_flight() -> None:
     got = samples(metrics)
     assert got[("mmgw_kv_reuse_ids_sent_total", (("model", "m"),))] == 1
     assert got[("mmgw_in_flight_requests", ())] == 1
-
-
-async def test_timed_slots_bound_concurrency_and_report_the_wait() -> None:
-    metrics = GatewayMetrics()
-    slots = TimedSlots(1, metrics, "decode")
-    order: list[str] = []
-
-    async def work(name: str) -> None:
-        async with slots:
-            order.append(f"{name} in")
-            await asyncio.sleep(0.02)
-            order.append(f"{name} out")
-
-    await asyncio.gather(work("a"), work("b"))
-    assert order == ["a in", "a out", "b in", "b out"]
-    count = metrics.registry.get_sample_value("mmgw_queue_seconds_count", {"queue": "decode"})
-    waited = metrics.registry.get_sample_value("mmgw_queue_seconds_sum", {"queue": "decode"})
-    assert count == 2 and waited >= 0.015
