@@ -38,7 +38,7 @@ class Llava(Family):
         return "".join(pieces)
 
     def prepare_image(self, image: Image.Image) -> np.ndarray:
-        return preprocess(image, CLIP_336)
+        return preprocess(image, CLIP_336, np.float16)  # the wire dtype, HF's values cast
 
     def stack_images(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
         return to_fp16_batch(list(arrays))

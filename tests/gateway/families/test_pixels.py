@@ -203,3 +203,5 @@ def test_lookup_table_equals_the_arithmetic(spec: PixelSpec) -> None:
     array = np.random.default_rng(0).integers(0, 256, (17, 23, 3), dtype=np.uint8)
     direct = np.ascontiguousarray(_normalise(array, spec).transpose(2, 0, 1), dtype=np.float32)
     assert np.array_equal(_normalise_by_table(array, spec), direct)
+    half = _normalise_by_table(array, spec, np.float16)
+    assert half.dtype == np.float16 and np.array_equal(half, direct.astype(np.float16))

@@ -60,17 +60,19 @@ def test_llava_gateway_path_against_hugging_face(size: tuple[int, int]) -> None:
     llava = get_family("llava")
     theirs = hf_pixels(data)
     exact = prepare_image(data, ImageLimits(), llava, draft_margin=0).array
-    assert np.array_equal(exact, theirs)  # no draft: bit-identical
+    assert exact.dtype == np.float16
+    assert np.array_equal(exact, theirs.astype(np.float16))  # no draft: bit-identical in fp16
     drafted = prepare_image(data, ImageLimits(), llava, draft_margin=1.5)
     assert drafted.pixels < size[0] * size[1]  # it did decode at a reduced scale
-    diff = levels(drafted.array, theirs)
+    diff = levels(drafted.array.astype(np.float32), theirs)
     assert diff.max() <= DRAFT_MAX_LEVELS and diff.mean() <= DRAFT_MEAN_LEVELS
 
 
 def test_small_images_are_never_drafted() -> None:
     data = photo_jpeg(640, 480)
     item = prepare_image(data, ImageLimits(), get_family("llava"), draft_margin=1.5)
-    assert item.pixels == 640 * 480 and np.array_equal(item.array, hf_pixels(data))
+    assert item.pixels == 640 * 480
+    assert np.array_equal(item.array, hf_pixels(data).astype(np.float16))
 
 
 def test_video_job_reports_frames_and_timings() -> None:
