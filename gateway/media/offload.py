@@ -214,7 +214,12 @@ class Offloader:
     def _spawn_ready(self) -> _Worker:
         """A started worker that has answered once (blocking: call it in a thread)."""
         worker = self._spawn()
-        worker.call(os.getpid, ())
+        try:
+            worker.call(os.getpid, ())
+        except BaseException:
+            self._workers.discard(worker)
+            worker.kill()
+            raise
         return worker
 
     def _spawn(self) -> _Worker:
@@ -250,9 +255,18 @@ class Offloader:
         self._spawn_task(self._kill_and_respawn(worker))
 
     async def _kill_and_respawn(self, worker: _Worker) -> None:
+        """Reap ``worker``; start its successor, retrying (with backoff) if a start fails, so
+        a transient failure (no memory, no file descriptors) does not lose the slot."""
         await asyncio.to_thread(worker.kill)
-        if not self._closing:
-            self._idle.put_nowait(await asyncio.to_thread(self._spawn_ready))
+        delay = 0.5
+        while not self._closing:
+            try:
+                self._idle.put_nowait(await asyncio.to_thread(self._spawn_ready))
+                return
+            except (OSError, EOFError) as exc:
+                log.error("media worker failed to start (%s); retrying in %g s", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(2 * delay, 30.0)
 
     async def _settle(
         self, worker: _Worker, future: asyncio.Future[_Reply], deadline: float
