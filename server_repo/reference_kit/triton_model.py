@@ -14,6 +14,7 @@ folder come from ``MMGW_REFERENCE_DEVICE`` and ``MMGW_REFERENCE_CACHE``.
 from __future__ import annotations
 
 import json
+import threading
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
@@ -29,6 +30,8 @@ from server_repo.reference_kit.pb_tensors import (
 )
 from server_repo.reference_kit.prefix_cache import DEFAULT_MAX_CACHED_TOKENS
 from server_repo.reference_kit.request import GenerationRequest, InvalidRequest
+
+METRIC_BATCH = 8  # tokens per metric update: a cheap, still fine-grained progress signal
 
 
 def _parameters(model_config: dict[str, Any]) -> dict[str, str]:
@@ -62,6 +65,8 @@ class ReferenceTritonModel:
             kind=pb_utils.MetricFamily.COUNTER,
         )
         self.tokens_metric = self.token_family.Metric(labels={"model": config["name"]})
+        # The stub's metric calls are not safe from several worker threads at once.
+        self.metric_lock = threading.Lock()
         workers = max(1, int(params.get("workers") or 2))
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix=f"{config['name']}-worker")
         pb_utils.Logger.log_info(
@@ -97,9 +102,11 @@ class ReferenceTritonModel:
             token_ids: list[int] = []
             for step in generation:
                 token_ids.append(step.token_id)
-                self.tokens_metric.increment(1)
+                if len(token_ids) % METRIC_BATCH == 0:
+                    self._count_tokens(METRIC_BATCH)
                 if flags.stream:
                     self._send(sender, response_outputs(step.text, generation.stats, flags))
+            self._count_tokens(len(token_ids) % METRIC_BATCH)
             if not flags.stream and not generation.stats.cancelled:
                 text = self.engine.decode(token_ids)
                 self._send(sender, response_outputs(text, generation.stats, flags))
@@ -109,6 +116,11 @@ class ReferenceTritonModel:
         except Exception as exc:
             self.pb.Logger.log_error(f"reference generation failed: {traceback.format_exc()}")
             self._send_error(sender, f"internal error: {exc}", invalid=False)
+
+    def _count_tokens(self, count: int) -> None:
+        if count:
+            with self.metric_lock:
+                self.tokens_metric.increment(count)
 
     def _send(self, sender: Any, outputs: dict[str, Any]) -> None:
         response = self.pb.InferenceResponse(output_tensors=to_pb_tensors(self.pb, outputs))

@@ -29,6 +29,24 @@ class FakeError:
         self.message, self.code = message, code
 
 
+class FakeMetric:
+    def __init__(self) -> None:
+        self.value = 0
+
+    def increment(self, count: int) -> None:
+        self.value += count
+
+
+class FakeMetricFamily:
+    COUNTER = "counter"
+
+    def __init__(self, name: str, description: str, kind: str) -> None:
+        self.name = name
+
+    def Metric(self, labels: dict[str, str]) -> FakeMetric:
+        return FakeMetric()
+
+
 @dataclass
 class FakeSender:
     cancel_after: int | None = None
@@ -68,6 +86,7 @@ def model(monkeypatch: pytest.MonkeyPatch, reference_cache: Path) -> ReferenceTr
             outputs=dict(output_tensors), error=error
         ),
         TritonError=FakeError,
+        MetricFamily=FakeMetricFamily,
         Logger=SimpleNamespace(**{n: staticmethod(print) for n in ("log_info", "log_error",
                                                                    "log_warn", "log_verbose")}),
     )  # fmt: skip
