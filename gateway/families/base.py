@@ -16,11 +16,13 @@ from typing import ClassVar, Literal
 import numpy as np
 from PIL import Image
 
-from gateway.errors import InvalidRequest
+from gateway.errors import InvalidRequest, TooManyMediaItems
 
 Role = Literal["system", "user", "assistant"]
 ImageTensorName = Literal["image_input", "image_bytes_input"]
-VideoTensorName = Literal["video_bytes_input"]
+# Video goes as raw frames (``video_bytes_input``) or, for Video-NeVA, as preprocessed frames
+# in ``image_input`` (the encoder treats frames as images).
+VideoTensorName = Literal["video_bytes_input", "image_input"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,10 @@ class Conversation:
     def image_count(self) -> int:
         return sum(t.images for t in self.turns)
 
+    @property
+    def video_count(self) -> int:
+        return sum(t.videos for t in self.turns)
+
 
 class Family:
     """Base class: override the class attributes and ``render``; pixels are optional.
@@ -70,6 +76,23 @@ class Family:
     # Strings the server tokenizer turns into structure (image slots, turn markers). User
     # text carrying them could forge turns or desynchronise image features: refused.
     reserved_markers: ClassVar[tuple[str, ...]] = ()
+    # What the architecture can take, checked before any fetch (``check_conversation``):
+    # an encoder whose output is the decoder's only context needs an image (or a video);
+    # ``max_images`` is the most the model handles in one request (None: the engine decides,
+    # through ``ServedModel.max_images``).
+    requires_image: ClassVar[bool] = False
+    requires_video: ClassVar[bool] = False
+    max_images: ClassVar[int | None] = None
+    # prompt_table_extra_id: whether the deployment's preprocessing accepts the KV-reuse key.
+    supports_extra_id: ClassVar[bool] = True
+    # LoRA adapters (lora_task_id / lora_weights / lora_config) on this family's engines.
+    supports_lora: ClassVar[bool] = False
+    # Encoder-decoder engines: the decoder's prompt (``decoder_text_input``), sent only when the
+    # deployment declares that input; None leaves the decoder start to the server.
+    decoder_prompt: ClassVar[str | None] = None
+    # The name the deployment gives the original image sizes, for families whose encoder
+    # output depends on them (LLaVA-NeXT unpadding, Phi-3-vision crops); sent when declared.
+    image_sizes_tensor: ClassVar[str | None] = None
 
     def render(self, conversation: Conversation) -> str:
         """The ``text_input`` for this conversation."""
@@ -98,6 +121,35 @@ class Family:
     def video_processing_options(self) -> str:
         """A stable description of the frame processing, folded into the content digest."""
         return f"{self.name}:{self.video_tensor}:short_side={self.video_max_short_side}"
+
+    def check_conversation(self, conversation: Conversation) -> None:
+        """Refuse what the architecture cannot do, before any fetch, with a 400 that says why."""
+        if self.requires_video and conversation.video_count == 0:
+            raise InvalidRequest(
+                f"model family '{self.name}' needs a video in the request",
+                param="messages",
+                code="video_required",
+            )
+        if self.requires_image and conversation.image_count == 0:
+            raise InvalidRequest(
+                f"model family '{self.name}' needs an image in the request: its encoder has "
+                "nothing to read from a text-only conversation",
+                param="messages",
+                code="image_required",
+            )
+        if self.max_images is not None and conversation.image_count > self.max_images:
+            raise TooManyMediaItems(
+                f"this request has {conversation.image_count} images; model family "
+                f"'{self.name}' takes at most {self.max_images} per request",
+                param="messages",
+            )
+
+    def image_sizes(self, sizes: Sequence[tuple[int, int]]) -> np.ndarray | None:
+        """Original (height, width) per image -> the sizes tensor [1, n, 2], if the family
+        has one (``image_sizes_tensor``)."""
+        if self.image_sizes_tensor is None:
+            return None
+        return np.asarray(sizes, dtype=np.int64).reshape(1, len(sizes), 2)
 
     def check_text(self, conversation: Conversation) -> None:
         """Refuse user-supplied text that contains the family's structural markers."""

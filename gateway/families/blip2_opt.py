@@ -1,0 +1,69 @@
+"""BLIP2-OPT: fp16 ``image_input`` preprocessed in the gateway, 224 px, 32 query features.
+
+NVIDIA's preprocessing adds nothing for BLIP2: the Q-Former's 32 features are prepended and
+the text goes as the client wrote it, so the gateway writes the ``Question: {q} Answer:``
+form the guides use. Earlier turns become earlier question/answer pairs. One image per
+request (the Q-Former reads one), and an image is required: a BLIP2 engine is an image
+captioner/VQA model whose prompt is about the picture.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from PIL import Image
+
+from gateway.families._pixels import (
+    OPENAI_CLIP_MEAN,
+    OPENAI_CLIP_STD,
+    PixelSpec,
+    preprocess,
+    to_fp16_batch,
+)
+from gateway.families.base import Conversation, Family, require_final_user_turn
+
+BLIP2_224 = PixelSpec(
+    size=(224, 224),
+    resample=Image.Resampling.BICUBIC,
+    rescale_factor=1 / 255,
+    image_mean=OPENAI_CLIP_MEAN,
+    image_std=OPENAI_CLIP_STD,
+)
+"""``BlipImageProcessor`` of the Salesforce/blip2-* checkpoints: 224 x 224, bicubic, no crop."""
+
+
+def render_question_answer(conversation: Conversation) -> str:
+    """``Question: q Answer: a Question: q2 Answer:``, system text first (BLIP2's VQA form)."""
+    require_final_user_turn(conversation)
+    pieces = [conversation.system.strip()] if conversation.system else []
+    for turn in conversation.turns:
+        if turn.role == "user":
+            pieces.append(f"Question: {turn.text.strip()} Answer:")
+        else:
+            pieces.append(turn.text.strip())
+    return " ".join(pieces)
+
+
+class Blip2Opt(Family):
+    name = "blip2_opt"
+    image_tensor = "image_input"
+    image_decode_size = (224, 224)
+    features_per_image = 32  # the Q-Former's query tokens
+    requires_image = True
+    max_images = 1
+    default_end_id = 2  # OPT's </s>
+    default_pad_id = 1  # OPT's <pad>
+    reserved_markers = ("</s>",)
+
+    def render(self, conversation: Conversation) -> str:
+        return render_question_answer(conversation)
+
+    def prepare_image(self, image: Image.Image) -> np.ndarray:
+        return preprocess(image, BLIP2_224)
+
+    def stack_images(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
+        return to_fp16_batch(list(arrays))
+
+    def processing_options(self) -> str:
+        return f"{self.name}:{BLIP2_224!r}"
