@@ -110,6 +110,20 @@ class ObservabilitySettings(_Strict):
     metrics: bool = Field(True, description="Serve Prometheus metrics at /metrics.")
 
 
+class LoraAdapter(_Strict):
+    """One LoRA adapter of a served model, as TensorRT-LLM's Triton backend takes it.
+
+    ``weights_path`` is the folder NVIDIA's ``hf_lora_convert.py`` writes:
+    ``model.lora_weights.npy`` (fp16, [1, modules x layers, size]) and
+    ``model.lora_config.npy`` (int32, [1, modules x layers, 3]). The gateway sends both with
+    the first request that uses ``task_id`` on a Triton model, and the id alone afterwards
+    (the server caches the adapter).
+    """
+
+    task_id: int = Field(ge=1, le=2**64 - 1, description="lora_task_id (UINT64); 0 means none")
+    weights_path: Path
+
+
 class ServedModel(_Strict):
     """One OpenAI model id and the Triton model that serves it."""
 
@@ -134,6 +148,24 @@ class ServedModel(_Strict):
     )
     pad_id: int | None = None
     owned_by: str = "multimodal-gateway"
+    lora: list[LoraAdapter] = Field(
+        default_factory=list,
+        description="LoRA adapters (one table or a list); the first applies when a request "
+        "names none (request field 'lora_task_id'), as the InternLM-XComposer2 guide does.",
+    )
+
+    @field_validator("lora", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, dict | LoraAdapter) else value
+
+    @field_validator("lora")
+    @classmethod
+    def _unique_task_ids(cls, adapters: list[LoraAdapter]) -> list[LoraAdapter]:
+        ids = [adapter.task_id for adapter in adapters]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"duplicate LoRA task ids: {ids}")
+        return adapters
 
 
 def default_models() -> list[ServedModel]:

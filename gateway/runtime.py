@@ -19,6 +19,7 @@ from gateway.media.fetch import FetchLimits, MediaFetcher
 from gateway.media.identity import ExtraIdRegistry
 from gateway.media.offload import Offloader, OffloadLimits
 from gateway.observability.metrics import GatewayMetrics
+from gateway.pipeline.lora import LoraLedger
 from gateway.triton.client import TritonClient
 from gateway.triton.contract import ModelContract
 from gateway.triton.embedded import EmbeddedTriton
@@ -35,6 +36,8 @@ class ServedRuntime:
     client: TritonClient
     contract: ModelContract | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # LoRA task ids this Triton model has had the weights of (shared by its served ids).
+    lora: LoraLedger = field(default_factory=LoraLedger)
 
     async def get_contract(self) -> ModelContract:
         if self.contract is None:
@@ -116,10 +119,15 @@ async def build_runtime(settings: Settings, metrics: GatewayMetrics | None = Non
         await embedded.start()
     clients: dict[str, TritonClient] = {}
     models: dict[str, ServedRuntime] = {}
+    ledgers: dict[tuple[str, str], LoraLedger] = {}
     for served in settings.models:
         url = served.triton_url or (embedded.grpc_url if embedded else "")
         client = clients.setdefault(url, TritonClient(url))
-        models[served.id] = ServedRuntime(served, get_family(served.family), client)
+        family = get_family(served.family)
+        if served.lora and not family.supports_lora:
+            raise ValueError(f"model {served.id!r}: family {family.name!r} takes no LoRA adapters")
+        ledger = ledgers.setdefault((url, served.triton_model), LoraLedger())
+        models[served.id] = ServedRuntime(served, family, client, lora=ledger)
     for served_runtime in models.values():
         try:
             await served_runtime.get_contract()

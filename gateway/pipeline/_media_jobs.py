@@ -29,6 +29,7 @@ class PreparedItem:
     decode_s: float
     preprocess_s: float
     pixels: int  # decoded pixels (width x height, summed over frames); 0 for audio
+    size: tuple[int, int] = (0, 0)  # (height, width) of a decoded image, as decoded
 
 
 def prepare_image(
@@ -42,7 +43,11 @@ def prepare_image(
     decoded = time.perf_counter()
     array = family.prepare_image(image)
     return PreparedItem(
-        array, decoded - started, time.perf_counter() - decoded, image.width * image.height
+        array,
+        decoded - started,
+        time.perf_counter() - decoded,
+        image.width * image.height,
+        (image.height, image.width),
     )
 
 

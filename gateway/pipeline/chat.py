@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gateway.errors import GatewayError, InvalidRequest
 from gateway.observability.record import RequestRecord
 from gateway.pipeline.conversation import parse_messages
-from gateway.pipeline.media import prepare_media
+from gateway.pipeline.lora import LoraChoice, lora_choice
+from gateway.pipeline.media import PreparedMedia, prepare_media
 from gateway.protocol.chat import ChatCompletionRequest
 from gateway.runtime import Runtime, ServedRuntime
 from gateway.streaming.chunks import UsageCounts
@@ -32,6 +33,7 @@ class PreparedChat:
     generation: GenerationRequest
     stops: tuple[str, ...]
     media_items: int = 0
+    lora: LoraChoice | None = None
 
 
 @dataclass(frozen=True)
@@ -94,19 +96,42 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> Prep
     parsed = parse_messages(request.messages)
     family = served.family
     family.check_text(parsed.conversation)
+    family.check_conversation(parsed.conversation)
     text_input = family.render(parsed.conversation)
     contract = await served.get_contract()
     media_started = time.perf_counter()
     images = await prepare_media(parsed.media, served, runtime, request.media_io_kwargs)
     if images:
         runtime.metrics.media_prepared(served.config.id, time.perf_counter() - media_started)
-        if images.extra_id is not None:
+        if images.extra_id is not None and family.supports_extra_id:
             runtime.metrics.kv_reuse_id_sent(served.config.id)
+    lora = await lora_choice(served.config, served.lora, request.lora_task_id)
     stops = tuple(dict.fromkeys([*request.stop_list, *family.stop_strings]))
-    generation = GenerationRequest(
+    generation = _generation(request, served, runtime, contract.decoupled, text_input, images)
+    generation = replace(
+        generation,
+        stop_words=stops,
+        lora_task_id=lora.task_id if lora else None,
+        lora_weights=lora.weights if lora else None,
+        lora_config=lora.config if lora else None,
+    )
+    return PreparedChat(served, contract, generation, stops, len(parsed.media), lora)
+
+
+def _generation(
+    request: ChatCompletionRequest,
+    served: ServedRuntime,
+    runtime: Runtime,
+    stream: bool,
+    text_input: str,
+    media: PreparedMedia | None,
+) -> GenerationRequest:
+    """The request's inputs in neutral names; ``build_inputs`` sends what the model declares."""
+    family = served.family
+    return GenerationRequest(
         text_input=text_input,
         max_tokens=_max_tokens(request, served, runtime.settings.limits.max_tokens_cap),
-        stream=contract.decoupled,
+        stream=stream,
         seed=request.seed,
         min_tokens=request.min_tokens,
         end_id=_end_id(served),
@@ -114,12 +139,13 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> Prep
         presence_penalty=request.presence_penalty,
         frequency_penalty=request.frequency_penalty,
         repetition_penalty=request.repetition_penalty,
-        prompt_table_extra_id=images.extra_id if images else None,
-        stop_words=stops,
-        images=(images.tensor_name, images.tensor) if images else None,
+        # Families whose preprocessing keys its own vision positions (qwen2_vl) get no id.
+        prompt_table_extra_id=media.extra_id if media and family.supports_extra_id else None,
+        images=(media.tensor_name, media.tensor) if media else None,
+        image_sizes=media.image_sizes if media else None,
+        decoder_text_input=family.decoder_prompt,
         **_sampling(request),  # type: ignore[arg-type]
     )
-    return PreparedChat(served, contract, generation, stops, len(parsed.media))
 
 
 async def relay(
@@ -140,8 +166,11 @@ async def relay(
     counters: dict[str, int] = {}
     finished = False
     stream = served.client.stream(served.config.triton_model, inputs, request_id)
+    lora = prepared.lora
     try:
         async for response in stream:
+            if lora is not None and lora.weights is not None:
+                served.lora.delivered_ok(lora.task_id)  # the server has the adapter now
             counters.update(response.counters)
             if response.has_output and not response.final:
                 steps += 1
@@ -162,6 +191,8 @@ async def relay(
         yield outcome
     except GatewayError as exc:
         record.error_code = exc.code
+        if lora is not None and lora.weights is None:
+            served.lora.forget(lora.task_id)  # evicted, or restarted: send weights next time
         raise
     except (GeneratorExit, asyncio.CancelledError):
         record.cancelled = not finished  # closed after the outcome is the normal end

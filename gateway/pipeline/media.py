@@ -50,6 +50,8 @@ class PreparedMedia:
     tensor: np.ndarray
     extra_id: int | None  # None: a 64-bit collision, so this request goes without reuse
     items: int
+    # (tensor name, array) of the original image sizes, for families whose encoder needs them.
+    image_sizes: tuple[str, np.ndarray] | None = None
 
 
 def _accepts(family: Family, kind: MediaKind) -> bool:
@@ -124,7 +126,8 @@ async def prepare_media(
     sampling = video_sampling(options, family, limits) if parts[0].kind == "video" else None
     loads = (_load(part, served, runtime, sampling) for part in parts)
     results = await asyncio.gather(*loads, return_exceptions=True)
-    arrays = [item.array for item in _successes(results, parts)]
+    items = _successes(results, parts)
+    arrays = [item.array for item in items]
     if sampling is not None:
         name, stack = family.video_tensor, family.stack_video
         processing = f"{family.video_processing_options()}|{sampling!r}"
@@ -141,7 +144,11 @@ async def prepare_media(
         kinds=[part.kind for part in parts],
         salt=limits.content_id_salt,
     )
-    return PreparedMedia(name, tensor, runtime.extra_ids.extra_id(digest), len(parts))
+    sizes = None
+    if sampling is None and family.image_sizes_tensor is not None:
+        array = family.image_sizes([item.size for item in items])
+        sizes = (family.image_sizes_tensor, array) if array is not None else None
+    return PreparedMedia(name, tensor, runtime.extra_ids.extra_id(digest), len(parts), sizes)
 
 
 async def load_audio(part: MediaPart, runtime: Runtime) -> np.ndarray:

@@ -129,6 +129,8 @@ class ChatCompletionRequest(BaseModel):
     response_format: ResponseFormat | None = None
     user: str | None = None
     media_io_kwargs: MediaIOKwargs | None = None
+    # Not OpenAI's: the LoRA adapter (a configured task id) for models served with adapters.
+    lora_task_id: int | None = Field(None, ge=1, le=2**64 - 1)
 
     @field_validator("stop")
     @classmethod

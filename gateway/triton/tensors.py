@@ -3,7 +3,10 @@
 Every model has ``max_batch_size > 0``, so each tensor carries a batch dimension of 1 in
 front of its declared dims: a scalar declared ``dims: [1]`` goes on the wire as [1, 1].
 Fields the model does not declare are left out, except the image tensor a request needs,
-whose absence is a client-visible error (the model cannot see images).
+whose absence is a client-visible error (the model cannot see images), and a LoRA adapter
+on a deployment without LoRA inputs (same reason). Arrays go in the dtype the model declares
+(fp16 pixels become bf16 for a CogVLM-style BF16 input) and at its rank: a tensor with fewer
+axes gains leading image axes after the batch axis, one with more loses single ones.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import ml_dtypes
 import numpy as np
 import tritonclient.grpc.aio as grpcclient
 
@@ -32,6 +36,17 @@ _SCALARS: dict[str, tuple[type, str]] = {
     "repetition_penalty": (np.float32, "FP32"),
     "beam_width": (np.int32, "INT32"),
     "prompt_table_extra_id": (np.uint64, "UINT64"),
+    "lora_task_id": (np.uint64, "UINT64"),
+}
+# Wire dtype -> numpy dtype, for arrays sent in whatever type the model declares.
+_NUMPY: dict[str, type | np.dtype] = {
+    "FP16": np.float16,
+    "FP32": np.float32,
+    "BF16": np.dtype(ml_dtypes.bfloat16),
+    "UINT8": np.uint8,
+    "INT32": np.int32,
+    "INT64": np.int64,
+    "UINT64": np.uint64,
 }
 _FLAGS = ("stream", "return_num_input_tokens", "return_num_output_tokens", "return_perf_metrics")
 
@@ -57,6 +72,13 @@ class GenerationRequest:
     prompt_table_extra_id: int | None = None
     stop_words: Sequence[str] = ()
     images: tuple[str, np.ndarray] | None = None  # (tensor name, wire array with batch dim)
+    # The original image sizes some encoders need (LLaVA-NeXT, Phi-3-vision): (name, array).
+    image_sizes: tuple[str, np.ndarray] | None = None
+    decoder_text_input: str | None = None  # encoder-decoder engines: the decoder's prompt
+    lora_task_id: int | None = None
+    # Sent with the first request of a task id only; the server caches them after that.
+    lora_weights: np.ndarray | None = None
+    lora_config: np.ndarray | None = None
     extra_flags: Sequence[str] = field(default=_FLAGS[1:])
 
 
@@ -85,9 +107,38 @@ def build_inputs(
     for flag, value in flags.items():
         if contract.declares(flag):
             inputs.append(_tensor(flag, "BOOL", np.array([[value]], dtype=np.bool_)))
+    if request.decoder_text_input is not None and contract.declares("decoder_text_input"):
+        prompt = np.array([[request.decoder_text_input.encode("utf-8")]], dtype=np.object_)
+        inputs.append(_tensor("decoder_text_input", "BYTES", prompt))
     if request.images is not None:
         inputs.append(_image_tensor(*request.images, contract))
+    if request.image_sizes is not None and request.image_sizes[0] in contract.inputs:
+        inputs.append(_declared_tensor(*request.image_sizes, contract))
+    inputs.extend(_lora_tensors(request, contract))
     return inputs
+
+
+def _lora_tensors(
+    request: GenerationRequest, contract: ModelContract
+) -> list[grpcclient.InferInput]:
+    """``lora_weights`` and ``lora_config`` with a task id's first request (``lora_task_id``
+    itself goes with the scalars); a deployment without LoRA inputs cannot honour one."""
+    if request.lora_task_id is None:
+        return []
+    if not contract.declares("lora_task_id"):
+        raise InvalidRequest(
+            "this model's Triton deployment declares no 'lora_task_id' input: it cannot "
+            "apply LoRA adapters",
+            code="lora_not_supported",
+        )
+    tensors = []
+    for name, array in (
+        ("lora_weights", request.lora_weights),
+        ("lora_config", request.lora_config),
+    ):
+        if array is not None and name in contract.inputs:
+            tensors.append(_declared_tensor(name, array, contract))
+    return tensors
 
 
 def _image_tensor(name: str, array: np.ndarray, contract: ModelContract) -> grpcclient.InferInput:
@@ -97,7 +148,31 @@ def _image_tensor(name: str, array: np.ndarray, contract: ModelContract) -> grpc
             f"this model's Triton deployment declares no {name!r} input: it cannot take images",
             code="images_not_supported",
         )
-    expected_rank = len(spec.dims) + 1
-    if array.ndim != expected_rank:
-        raise ValueError(f"{name} must have rank {expected_rank}, got shape {array.shape}")
+    return _declared_tensor(name, array, contract)
+
+
+def _declared_tensor(
+    name: str, array: np.ndarray, contract: ModelContract
+) -> grpcclient.InferInput:
+    """``array`` as the model declares ``name``: its dtype and its rank (batch axis first)."""
+    spec = contract.inputs[name]
+    array = fit_rank(array, len(spec.dims) + 1)
+    np_dtype = _NUMPY.get(spec.datatype)
+    if np_dtype is not None and array.dtype != np_dtype:
+        array = array.astype(np_dtype)
     return _tensor(name, spec.datatype, np.ascontiguousarray(array))
+
+
+def fit_rank(array: np.ndarray, rank: int) -> np.ndarray:
+    """Insert (or drop single) axes right after the batch axis until ``array`` has ``rank``.
+
+    One image's patches [1, 1, P, D] meet a deployment declaring [-1, -1, -1, -1] as
+    [1, 1, 1, P, D]; one image's sizes [1, 1, 2] meet dims [2] as [1, 2].
+    """
+    while array.ndim < rank:
+        array = array[:, np.newaxis]
+    while array.ndim > rank and array.ndim > 1 and array.shape[1] == 1:
+        array = array[:, 0]
+    if array.ndim != rank:
+        raise ValueError(f"cannot fit shape {array.shape} to rank {rank}")
+    return array

@@ -3,7 +3,7 @@ import pytest
 
 from gateway.errors import InvalidRequest
 from gateway.triton.contract import parse_model_config
-from gateway.triton.tensors import GenerationRequest, build_inputs
+from gateway.triton.tensors import GenerationRequest, build_inputs, fit_rank
 
 
 def contract(*extra: tuple[str, str, list[int]]):
@@ -76,3 +76,65 @@ def test_image_for_model_without_image_input_is_a_client_error() -> None:
     )
     with pytest.raises(InvalidRequest, match="cannot take images"):
         build_inputs(request, contract())
+
+
+def test_encoder_decoder_prompt_only_when_declared() -> None:
+    request = GenerationRequest(text_input="", max_tokens=4, decoder_text_input="<s>")
+    assert "decoder_text_input" not in by_name(build_inputs(request, contract()))
+    declared = contract(("decoder_text_input", "TYPE_STRING", [1]))
+    sent = by_name(build_inputs(request, declared))["decoder_text_input"]
+    assert sent.datatype() == "BYTES" and sent.shape() == [1, 1]
+
+
+def test_arrays_take_the_declared_dtype_and_rank() -> None:
+    patches = np.zeros((1, 1, 2048, 770), dtype=np.float16)  # Pix2Struct: [B, images, P, D]
+    bf16 = contract(("image_input", "TYPE_BF16", [-1, -1, -1, -1]))
+    request = GenerationRequest(text_input="", max_tokens=1, images=("image_input", patches))
+    sent = by_name(build_inputs(request, bf16))["image_input"]
+    assert sent.datatype() == "BF16" and sent.shape() == [1, 1, 1, 2048, 770]
+
+
+def test_image_sizes_go_only_to_a_model_that_declares_them() -> None:
+    sizes = np.array([[[480, 640]]], dtype=np.int64)
+    request = GenerationRequest(
+        text_input="x", max_tokens=1, image_sizes=("image_sizes_input", sizes)
+    )
+    assert "image_sizes_input" not in by_name(build_inputs(request, contract()))
+    declared = contract(("image_sizes_input", "TYPE_INT32", [2]))
+    sent = by_name(build_inputs(request, declared))["image_sizes_input"]
+    assert sent.shape() == [1, 2] and sent.datatype() == "INT32"
+
+
+def lora_contract():
+    return contract(
+        ("lora_task_id", "TYPE_UINT64", [1]),
+        ("lora_weights", "TYPE_FP16", [-1, -1]),
+        ("lora_config", "TYPE_INT32", [-1, 3]),
+    )
+
+
+def test_lora_weights_and_config_with_the_first_use_then_the_id_alone() -> None:
+    weights = np.ones((1, 6, 16), dtype=np.float16)
+    config = np.zeros((1, 6, 3), dtype=np.int32)
+    first = GenerationRequest(
+        text_input="x", max_tokens=1, lora_task_id=3, lora_weights=weights, lora_config=config
+    )
+    sent = by_name(build_inputs(first, lora_contract()))
+    assert sent["lora_task_id"].datatype() == "UINT64" and sent["lora_task_id"].shape() == [1, 1]
+    assert sent["lora_weights"].shape() == [1, 6, 16] and sent["lora_weights"].datatype() == "FP16"
+    assert sent["lora_config"].shape() == [1, 6, 3] and sent["lora_config"].datatype() == "INT32"
+    later = by_name(build_inputs(GenerationRequest("x", 1, lora_task_id=3), lora_contract()))
+    assert "lora_task_id" in later and "lora_weights" not in later and "lora_config" not in later
+
+
+def test_lora_on_a_deployment_without_lora_inputs_is_a_client_error() -> None:
+    with pytest.raises(InvalidRequest, match="cannot apply LoRA") as info:
+        build_inputs(GenerationRequest("x", 1, lora_task_id=3), contract())
+    assert info.value.code == "lora_not_supported"
+
+
+def test_fit_rank_adds_and_drops_single_axes_after_the_batch_axis() -> None:
+    assert fit_rank(np.zeros((1, 5)), 3).shape == (1, 1, 5)
+    assert fit_rank(np.zeros((1, 1, 2)), 2).shape == (1, 2)
+    with pytest.raises(ValueError, match="cannot fit"):
+        fit_rank(np.zeros((1, 3, 2)), 2)
