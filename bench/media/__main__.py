@@ -97,7 +97,9 @@ NOTES = [
     "- Agreement: without draft the gateway's pixels are bit-identical to HF's (tested); "
     "draft decoding differs by the levels shown (tolerance tested: max 8, mean 1 level).",
     "- Worker-pool row: the same job in the gateway's decode worker process, pickled over a "
-    "pipe both ways: what a request pays beyond the in-process job.",
+    "pipe both ways: what a request pays beyond the in-process job. On a busy 2-core "
+    "machine most of that gap is the worker waiting to be scheduled, not the copy (about "
+    "1 ms per MB).",
     "- Video: the gateway indexes packets without decoding, then decodes from the keyframe "
     "before each of 8 uniformly spaced frames to that frame, never twice; the baseline "
     "decodes every frame and keeps the same 8. Both single-threaded, both convert and scale "
