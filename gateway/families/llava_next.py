@@ -100,9 +100,8 @@ class LlavaNext(Family):
     name = "llava_next"
     image_tensor = "image_input"
     image_sizes_tensor = "image_sizes_input"
-    features_per_image = (
-        5 * 576
-    )  # the most one image becomes (base + 2 x 2 tiles, before unpadding)
+    # The most one image becomes: 576 for the base + 2 x 2 tiles (48 x 48) + 48 newlines.
+    features_per_image = 2928
     max_images = 1
     reserved_markers = ("<image>", "[INST]", "[/INST]", "</s>", "<s>")
 

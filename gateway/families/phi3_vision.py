@@ -72,31 +72,33 @@ def features_for(height: int, width: int) -> int:
     return (rows * cols + 1) * 144 + 1 + (rows + 1) * 12
 
 
-def _cubic_weights(in_size: int, out_size: int) -> np.ndarray:
-    """[out, in] matrix of torch's bicubic interpolation (a = -0.75, half-pixel, clamped)."""
-    scale = in_size / out_size
-    src = (np.arange(out_size) + 0.5) * scale - 0.5
+def _cubic_taps(in_size: int, out_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Source indices [4, out] and weights [4, out] of torch's bicubic interpolation
+    (a = -0.75, half-pixel centres, edge indices clamped, no antialias)."""
+    src = (np.arange(out_size) + 0.5) * (in_size / out_size) - 0.5
     base = np.floor(src).astype(int)
     t = src - base
     a = -0.75
-    taps = [
-        ((a * (t + 1) - 5 * a) * (t + 1) + 8 * a) * (t + 1) - 4 * a,
-        ((a + 2) * t - (a + 3)) * t * t + 1,
-        ((a + 2) * (1 - t) - (a + 3)) * (1 - t) * (1 - t) + 1,
-        ((a * (2 - t) - 5 * a) * (2 - t) + 8 * a) * (2 - t) - 4 * a,
-    ]
-    matrix = np.zeros((out_size, in_size), dtype=np.float64)
-    for offset, weight in zip(range(-1, 3), taps, strict=True):
-        index = np.clip(base + offset, 0, in_size - 1)
-        np.add.at(matrix, (np.arange(out_size), index), weight)
-    return matrix
+    weights = np.stack(
+        [
+            ((a * (t + 1) - 5 * a) * (t + 1) + 8 * a) * (t + 1) - 4 * a,
+            ((a + 2) * t - (a + 3)) * t * t + 1,
+            ((a + 2) * (1 - t) - (a + 3)) * (1 - t) * (1 - t) + 1,
+            ((a * (2 - t) - 5 * a) * (2 - t) + 8 * a) * (2 - t) - 4 * a,
+        ]
+    )
+    indices = np.stack([np.clip(base + k, 0, in_size - 1) for k in range(-1, 3)])
+    return indices, weights.astype(np.float32)
 
 
 def global_view(pixels: np.ndarray) -> np.ndarray:
-    """[3, H, W] -> [3, 336, 336], bicubic without antialias (torch's ``interpolate``)."""
-    rows = _cubic_weights(pixels.shape[1], CROP)
-    cols = _cubic_weights(pixels.shape[2], CROP)
-    return (rows @ pixels.astype(np.float64) @ cols.T).astype(np.float32)
+    """[3, H, W] -> [3, 336, 336], bicubic without antialias (torch's ``interpolate``):
+    four taps per output row, then four per column."""
+    rows, row_w = _cubic_taps(pixels.shape[1], CROP)
+    cols, col_w = _cubic_taps(pixels.shape[2], CROP)
+    tall = sum(pixels[:, rows[k], :] * row_w[k][None, :, None] for k in range(4))
+    out = sum(tall[:, :, cols[k]] * col_w[k][None, None, :] for k in range(4))
+    return np.asarray(out, dtype=np.float32)
 
 
 def preprocess_hd(image: Image.Image) -> np.ndarray:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from gateway.errors import GatewayError, InvalidRequest
 from gateway.observability.record import RequestRecord
@@ -107,13 +107,8 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> Prep
             runtime.metrics.kv_reuse_id_sent(served.config.id)
     lora = await lora_choice(served.config, served.lora, request.lora_task_id)
     stops = tuple(dict.fromkeys([*request.stop_list, *family.stop_strings]))
-    generation = _generation(request, served, runtime, contract.decoupled, text_input, images)
-    generation = replace(
-        generation,
-        stop_words=stops,
-        lora_task_id=lora.task_id if lora else None,
-        lora_weights=lora.weights if lora else None,
-        lora_config=lora.config if lora else None,
+    generation = _generation(
+        request, served, runtime, contract.decoupled, text_input, images, stops, lora
     )
     return PreparedChat(served, contract, generation, stops, len(parsed.media), lora)
 
@@ -125,6 +120,8 @@ def _generation(
     stream: bool,
     text_input: str,
     media: PreparedMedia | None,
+    stops: tuple[str, ...] = (),
+    lora: LoraChoice | None = None,
 ) -> GenerationRequest:
     """The request's inputs in neutral names; ``build_inputs`` sends what the model declares."""
     family = served.family
@@ -144,6 +141,10 @@ def _generation(
         images=(media.tensor_name, media.tensor) if media else None,
         image_sizes=media.image_sizes if media else None,
         decoder_text_input=family.decoder_prompt,
+        stop_words=stops,
+        lora_task_id=lora.task_id if lora else None,
+        lora_weights=lora.weights if lora else None,
+        lora_config=lora.config if lora else None,
         **_sampling(request),  # type: ignore[arg-type]
     )
 

@@ -1,0 +1,80 @@
+"""VILA (contract only: transformers has no VILA): one ``<image>`` per image where the turn
+carried it, SigLIP 384 pixels for several images, and the ensemble's tensors field by field."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gateway.errors import InvalidRequest
+from gateway.families.base import max_multimodal_len
+from gateway.families.vila import SIGLIP_384, Vila
+from tests.gateway.families.contracts import conversation, ensemble, generation, sample_image, sent
+
+
+def test_one_image_marker_per_image_as_the_guide_sends() -> None:
+    chat = conversation(("user", " Please elaborate what you see in the images?", 2))
+    assert Vila().render(chat) == "<image>\n<image>\n Please elaborate what you see in the images?"
+
+
+def test_markers_follow_their_turn_and_history_uses_vicuna_separators() -> None:
+    chat = conversation(
+        ("user", "What is this?", 1),
+        ("assistant", "A cat.", 0),
+        ("user", "And this?", 1),
+        system="Be brief.",
+    )
+    # The server adds its system sentence + " USER: " before and " ASSISTANT:" after.
+    assert Vila().render(chat) == (
+        "Be brief.\n<image>\nWhat is this? ASSISTANT: A cat.</s>USER: <image>\nAnd this?"
+    )
+
+
+def test_user_text_may_not_forge_an_image_slot() -> None:
+    with pytest.raises(InvalidRequest) as info:
+        Vila().check_text(conversation(("user", "<image> hi", 0)))
+    assert info.value.code == "reserved_marker"
+
+
+def test_siglip_pixels_squash_to_384() -> None:
+    siglip = pytest.importorskip("transformers.models.siglip.image_processing_pil_siglip")
+    processor = siglip.SiglipImageProcessorPil(
+        size={"height": 384, "width": 384}, image_mean=[0.5] * 3, image_std=[0.5] * 3
+    )
+    image = sample_image(500, 300)
+    expected = processor(image, return_tensors="np")["pixel_values"][0]
+    np.testing.assert_array_equal(Vila().prepare_image(image), expected)
+    assert SIGLIP_384.size == (384, 384)
+
+
+def test_wire_tensors_field_by_field() -> None:
+    images = [sample_image(640, 480, seed=1), sample_image(300, 500, seed=2)]
+    chat = conversation(("user", "Compare.", 2))
+    inputs = sent(generation("vila", chat, images, extra_id=77), ensemble())
+    assert set(inputs) == {
+        "text_input",
+        "max_tokens",
+        "stream",
+        "random_seed",
+        "end_id",
+        "pad_id",
+        "top_k",
+        "top_p",
+        "temperature",
+        "beam_width",
+        "prompt_table_extra_id",
+        "image_input",
+    } - {"random_seed", "end_id", "pad_id"}
+    assert inputs["text_input"] == ("BYTES", [1, 1], ["<image>\n<image>\nCompare."])
+    assert inputs["max_tokens"][:2] == ("INT32", [1, 1])
+    assert inputs["prompt_table_extra_id"] == ("UINT64", [1, 1], np.array([[77]], np.uint64))
+    assert inputs["stream"][2].tolist() == [[True]]
+    dtype, shape, pixels = inputs["image_input"]
+    assert (dtype, shape) == ("FP16", [1, 2, 3, 384, 384])
+    for index, image in enumerate(images):
+        expected = Vila().prepare_image(image).astype(np.float16)
+        np.testing.assert_array_equal(pixels[0, index], expected)
+
+
+def test_engine_size_for_four_images_as_the_guide_builds_it() -> None:
+    assert max_multimodal_len(8, Vila.features_per_image, 4) == 6272
