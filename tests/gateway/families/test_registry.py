@@ -3,6 +3,8 @@ image or video tensors of the type its tensor path declares."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from PIL import Image
@@ -42,3 +44,10 @@ def test_declared_limits_are_consistent(name: str) -> None:
     assert family.default_end_id != -1 and family.default_pad_id != -1
     if family.requires_image:
         assert family.max_images is None or family.max_images >= 1
+
+
+def test_every_family_has_a_row_in_the_docs_table() -> None:
+    docs = Path(__file__).resolve().parents[3] / "docs" / "families.md"
+    table = docs.read_text()
+    missing = [name for name in SUPPORTED_FAMILIES if f"`{name}`" not in table]
+    assert not missing, f"docs/families.md lacks {missing}"
