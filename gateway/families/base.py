@@ -124,6 +124,8 @@ class Family:
 
     def check_conversation(self, conversation: Conversation) -> None:
         """Refuse what the architecture cannot do, before any fetch, with a 400 that says why."""
+        if self._carries_kind_it_cannot_take(conversation):
+            return  # the media check refuses that part by name; "needs an image" would mislead
         if self.requires_video and conversation.video_count == 0:
             raise InvalidRequest(
                 f"model family '{self.name}' needs a video in the request",
@@ -143,6 +145,14 @@ class Family:
                 f"'{self.name}' takes at most {self.max_images} per request",
                 param="messages",
             )
+
+    def _carries_kind_it_cannot_take(self, conversation: Conversation) -> bool:
+        audios = sum(t.audios for t in conversation.turns)
+        return bool(
+            (conversation.image_count and self.image_tensor is None)
+            or (conversation.video_count and self.video_tensor is None)
+            or (audios and self.audio_tensor is None)
+        )
 
     def image_sizes(self, sizes: Sequence[tuple[int, int]]) -> np.ndarray | None:
         """Original (height, width) per image -> the sizes tensor [1, n, 2], if the family

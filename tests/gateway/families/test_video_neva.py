@@ -34,8 +34,10 @@ def test_steerlm_template_with_the_video_slot() -> None:
 
 def test_a_video_is_required_and_images_are_not_taken() -> None:
     with pytest.raises(InvalidRequest, match="needs a video") as info:
-        VideoNeva().check_conversation(Conversation(None, (Turn("user", "hi", images=1),)))
+        VideoNeva().check_conversation(Conversation(None, (Turn("user", "hi"),)))
     assert info.value.code == "video_required"
+    # Images: no image tensor, so the media check refuses the part by name (not this check).
+    VideoNeva().check_conversation(Conversation(None, (Turn("user", "hi", images=1),)))
     assert VideoNeva.image_tensor is None and VideoNeva.video_tensor == "image_input"
 
 
