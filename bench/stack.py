@@ -1,0 +1,90 @@
+"""The system under test: Triton over the bench model repository, and the gateway in front.
+
+Triton is the project's own ``EmbeddedTriton`` over ``server_repo/bench_models`` (only the
+``loadgen_ensemble`` fixture); the gateway is the real ``mmgw serve`` in its own process, so
+its CPU time and memory can be read from ``/proc`` and it can be pinned to one core.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import httpx
+
+from bench.procs import Service, free_port, start_service, wait_for_http
+from gateway.triton.embedded import EmbeddedTriton
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BENCH_REPOSITORY = REPO_ROOT / "server_repo" / "bench_models"
+BENCH_MODEL = "loadgen_ensemble"
+SERVED_ID = "loadgen"
+# A fixed key both proxies require, so each pays for authentication as deployed.
+API_KEY = "sk-bench-0123456789abcdef0123456789abcdef"
+AUTH_HEADER = ("Authorization", f"Bearer {API_KEY}")
+
+
+async def start_triton() -> EmbeddedTriton:
+    """The co-launched tritonserver serving only the bench fixture."""
+    triton = EmbeddedTriton(BENCH_REPOSITORY, models=[BENCH_MODEL], ready_timeout_s=300)
+    await triton.start()
+    return triton
+
+
+async def set_token_interval(triton: EmbeddedTriton, interval_us: int, delay_us: int = 0) -> None:
+    """Reload the fixture with another token pace (Triton's load API, config override)."""
+    url = f"{triton.http_url}/v2"
+    async with httpx.AsyncClient(timeout=120, trust_env=False) as http:
+        config = (await http.get(f"{url}/models/{BENCH_MODEL}/config")).json()
+        params = config.setdefault("parameters", {})
+        params["token_interval_us"] = {"string_value": str(interval_us)}
+        params["first_token_delay_us"] = {"string_value": str(delay_us)}
+        body = {"parameters": {"config": json.dumps(config)}}
+        response = await http.post(f"{url}/repository/models/{BENCH_MODEL}/load", json=body)
+        response.raise_for_status()
+
+
+def gateway_config(triton: EmbeddedTriton, port: int, max_in_flight: int) -> str:
+    """A TOML config serving the fixture as model ``loadgen`` (LLaVA family prompt and images)."""
+    return f"""api_keys = ["{API_KEY}"]
+
+[server]
+host = "127.0.0.1"
+port = {port}
+max_in_flight = {max_in_flight}
+
+[embedded]
+enabled = false
+
+[[models]]
+id = "{SERVED_ID}"
+family = "llava"
+triton_model = "{BENCH_MODEL}"
+triton_url = "{triton.grpc_url}"
+end_id = "server"
+"""
+
+
+def start_gateway(
+    triton: EmbeddedTriton,
+    workdir: Path,
+    cpus: set[int] | None,
+    max_in_flight: int = 4096,
+    log_level: str = "info",
+    port: int = 0,
+) -> Service:
+    """``mmgw serve`` in its own process, pinned to ``cpus``, ready when /health says so."""
+    port = port or free_port()
+    config = workdir / "gateway.toml"
+    config.write_text(gateway_config(triton, port, max_in_flight))
+    command = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config)]
+    service = start_service(
+        "gateway",
+        [*command, "--log-level", log_level],
+        port,
+        workdir / "gateway.log",
+        cpus,
+    )
+    wait_for_http(service, ["/health"], timeout_s=120)
+    return service
