@@ -78,11 +78,13 @@ async def test_declares_the_reference_ensemble_contract(bench_triton: EmbeddedTr
 
 async def test_streams_max_tokens_at_the_configured_pace(bench_triton: EmbeddedTriton) -> None:
     await set_token_interval(bench_triton, 20_000)
+    started = time.perf_counter()
     got = await _stream(bench_triton, 5, counters=True)
     assert len(got) == 5
     assert "".join(_text(r) for _, r in got) == " lorem ipsum dolor sit amet"
-    # Due times are a fixed schedule 20 ms apart (a late token is followed by a sooner one).
-    assert got[-1][0] - got[0][0] >= 4 * 0.020 * 0.9
+    # Due times are a fixed schedule 20 ms apart from arrival (a late token is followed by
+    # a sooner one), so only the whole span has a hard lower bound.
+    assert got[-1][0] - started >= 4 * 0.020
     last = got[-1][1]
     assert int(last.as_numpy("num_output_tokens")[0][0]) == 5
     assert int(last.as_numpy("num_input_tokens")[0][0]) == 3
