@@ -1,0 +1,75 @@
+"""``python -m bench <command>``: the benchmark commands.
+
+- ``overhead``: the gateway against direct gRPC, Triton's generate_stream and LiteLLM
+- ``held``: 1,000 concurrent SSE streams through one gateway process
+- ``serve``: Triton with the load fixture and the gateway, left running (for aiperf, curl)
+- ``aiperf``: NVIDIA's aiperf profiling the gateway with images and streaming
+- ``hotpath``: in-process CPU microseconds per token and per request (before/after)
+- ``profile``: py-spy samples of the gateway process under streaming load
+- ``report DIR``: re-render a saved run's tables, goals and plot
+- ``reference-gpu``: the GPU check of the reference models (``bench/reference_gpu.py``)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def _parser() -> argparse.ArgumentParser:
+    from bench import aiperf, held, hotpath, overhead, profile, serve
+
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    overhead.add_arguments(commands.add_parser("overhead", help="gateway cost vs peers"))
+    held.add_arguments(commands.add_parser("held", help="many held SSE streams"))
+    serve.add_arguments(commands.add_parser("serve", help="run the bench stack"))
+    aiperf.add_arguments(commands.add_parser("aiperf", help="aiperf against the gateway"))
+    profile.add_arguments(commands.add_parser("profile", help="py-spy the gateway under load"))
+    hotpath.add_arguments(commands.add_parser("hotpath", help="in-process per-token CPU"))
+    rerender = commands.add_parser("report", help="re-render a saved run")
+    rerender.add_argument("folder", type=Path)
+    gpu = commands.add_parser("reference-gpu", help="GPU check of the reference models")
+    gpu.add_argument("--triton-only", action="store_true", help="skip the kit checks")
+    return parser
+
+
+def _rerender(folder: Path) -> int:
+    from bench import overhead, report
+
+    saved = json.loads((folder / "results.json").read_text())
+    print(overhead.write_report(folder, saved["machine"], report.from_dicts(saved["rows"])))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "reference-gpu":
+        from bench import reference_gpu
+
+        return reference_gpu.main()
+    if args.command == "report":
+        return _rerender(args.folder)
+    if args.command == "hotpath":
+        from bench import hotpath
+
+        return hotpath.main(args)
+    import uvloop
+
+    from bench import aiperf, held, overhead, profile, serve
+
+    if args.command == "overhead":
+        return uvloop.run(overhead.run(overhead.options_from(args)))
+    if args.command == "held":
+        return uvloop.run(held.run(args))
+    if args.command == "profile":
+        return uvloop.run(profile.run(args))
+    if args.command == "serve":
+        return uvloop.run(serve.run(args))
+    return uvloop.run(aiperf.run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

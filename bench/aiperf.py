@@ -1,0 +1,89 @@
+"""``python -m bench aiperf``: NVIDIA's aiperf profiling the gateway with images and streaming.
+
+aiperf lives in its own environment (``build/bench/aiperf-venv``, see ``peers.py`` for why).
+It generates synthetic prompts and PNG images, sends them as ``data:`` URLs in OpenAI chat
+requests with ``stream: true``, and reports TTFT, inter-token latency and throughput. Two
+things make it work offline here: ``--tokenizer builtin`` (tiktoken's o200k_base shipped in
+the package, so no Hugging Face download) and serving model ``loadgen`` from the LLaVA
+family, so every image is fetched, decoded and preprocessed by the gateway as for a real
+LLaVA before the fixture streams its tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import time
+from pathlib import Path
+
+from bench.peers import AIPERF_REQUIREMENT, ensure_venv
+from bench.procs import parse_cpus, raise_fd_limit, say
+from bench.stack import (
+    API_KEY,
+    REPO_ROOT,
+    SERVED_ID,
+    set_token_interval,
+    start_gateway,
+    start_triton,
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--concurrency", type=int, default=16)
+    add("--requests", type=int, default=200, help="measured requests")
+    add("--tokens", type=int, default=64, help="output tokens per request")
+    add("--image-size", type=int, default=336, help="synthetic image width and height")
+    add("--images", type=int, default=1, help="images per request")
+    add("--interval-us", type=int, default=10_000, help="token gap of the fixture")
+    add("--gateway-cpu", default="all", help="CPU(s) for the gateway, or all")
+    add("--out", type=Path, help="result folder (default build/bench/aiperf-<time>)")
+
+
+def command(bin_dir: Path, url: str, args: argparse.Namespace, artifacts: Path) -> list[str]:
+    """The aiperf command line: the one bench/README.md documents."""
+    return [
+        str(bin_dir / "aiperf"),
+        "profile",
+        "--model", SERVED_ID,
+        "--url", url,
+        "--endpoint-type", "chat",
+        "--streaming",
+        "--api-key", API_KEY,
+        "--tokenizer", "builtin",
+        "--image-batch-size", str(args.images),
+        "--image-width-mean", str(args.image_size),
+        "--image-height-mean", str(args.image_size),
+        "--image-format", "png",
+        "--prompt-input-tokens-mean", "64",
+        "--prompt-output-tokens-mean", str(args.tokens),
+        "--concurrency", str(args.concurrency),
+        "--request-count", str(args.requests),
+        "--warmup-request-count", str(args.concurrency),
+        "--ui", "none",
+        "--output-artifact-dir", str(artifacts),
+    ]  # fmt: skip
+
+
+async def run(args: argparse.Namespace) -> int:
+    """Start Triton and the gateway, run aiperf against it, show where its report went."""
+    out: Path = (
+        args.out or REPO_ROOT / "build" / "bench" / f"aiperf-{time.strftime('%Y%m%d-%H%M%S')}"
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    raise_fd_limit()
+    bin_dir = ensure_venv("aiperf", AIPERF_REQUIREMENT)
+    triton = await start_triton()
+    gateway = None
+    try:
+        await set_token_interval(triton, args.interval_us)
+        gateway = start_gateway(triton, out, parse_cpus(args.gateway_cpu))
+        argv = command(bin_dir, f"http://127.0.0.1:{gateway.port}", args, out / "artifacts")
+        say("running: " + " ".join(argv))
+        code = subprocess.run(argv, cwd=out, check=False).returncode
+    finally:
+        if gateway is not None:
+            gateway.stop()
+        await triton.stop()
+    say(f"aiperf exited with {code}; artifacts in {out / 'artifacts'}")
+    return code

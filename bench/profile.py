@@ -1,0 +1,113 @@
+"""``python -m bench profile``: where the gateway process spends its CPU under streaming load.
+
+py-spy samples the running ``mmgw serve`` process from outside (no code change, negligible
+overhead with ``--nonblocking``) while the load generator streams through it; the collapsed
+stacks are saved (``profile.txt``, feed it to any flame-graph tool) and summarised as the
+functions with the most samples on-CPU by themselves (self) and beneath them (total).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+
+from bench.loadgen import Phase, Target
+from bench.pool import WorkerPool
+from bench.procs import cpu_seconds, parse_cpus, raise_fd_limit, say
+from bench.report import measure
+from bench.stack import (
+    AUTH_HEADER,
+    REPO_ROOT,
+    SERVED_ID,
+    set_token_interval,
+    start_gateway,
+    start_triton,
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--concurrency", type=int, default=64)
+    add("--duration", type=float, default=10.0, help="seconds sampled")
+    add("--tokens", type=int, default=64)
+    add("--interval-us", type=int, default=0, help="token gap (0: flood)")
+    add("--rate", type=int, default=200, help="py-spy samples per second")
+    add("--workers", type=int, default=2)
+    add("--top", type=int, default=30, help="functions listed")
+    add("--gateway-cpu", default="1", help="CPU(s) for the gateway, or all")
+    add("--out", type=Path, help="result folder (default build/bench/profile-<time>)")
+
+
+def summarise(collapsed: str, top: int) -> str:
+    """Self and total sample shares per function from py-spy's collapsed stacks."""
+    own: Counter[str] = Counter()
+    total: Counter[str] = Counter()
+    samples = 0
+    for line in collapsed.splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack:
+            continue
+        count = int(count_text)
+        frames = [f for f in stack.split(";") if not f.startswith("process ")]
+        if not frames:
+            continue
+        samples += count
+        own[frames[-1]] += count
+        for frame in set(frames):
+            total[frame] += count
+    lines = [f"{samples} samples", "", "self %  function"]
+    lines += [f"{100 * n / samples:6.1f}  {f}" for f, n in own.most_common(top)]
+    lines += ["", "total %  function"]
+    lines += [f"{100 * n / samples:6.1f}  {f}" for f, n in total.most_common(top)]
+    return "\n".join(lines)
+
+
+async def run(args: argparse.Namespace) -> int:
+    """Stream through the gateway, sample it with py-spy, print the hottest functions."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out: Path = args.out or REPO_ROOT / "build" / "bench" / f"profile-{stamp}"
+    out.mkdir(parents=True, exist_ok=True)
+    py_spy = shutil.which("py-spy")
+    if py_spy is None:
+        say("py-spy is missing: pip install -e '.[bench]'")
+        return 2
+    raise_fd_limit()
+    triton = await start_triton()
+    gateway = pool = None
+    try:
+        await set_token_interval(triton, args.interval_us)
+        gateway = start_gateway(triton, out, parse_cpus(args.gateway_cpu))
+        pool = WorkerPool(args.workers)
+        target = Target("gateway", gateway.port, SERVED_ID, "/v1/chat/completions", (AUTH_HEADER,))
+        phase = Phase(target, 0, args.tokens, args.duration, 1)
+        record = [py_spy, "record", "--pid", str(gateway.pid), "--rate", str(args.rate)]
+        record += ["--nonblocking", "--format", "raw", "--output", str(out / "profile.txt")]
+        spy: subprocess.Popen[bytes] | None = None
+
+        def start_spy() -> dict[str, float]:
+            nonlocal spy
+            if spy is None:
+                spy = subprocess.Popen(record, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            return {"gateway": cpu_seconds(gateway.pid)}
+
+        window = await pool.run(phase, args.concurrency, 10**6, start_spy)
+        assert spy is not None
+        spy.send_signal(2)  # SIGINT: py-spy writes what it has and exits
+        spy.wait(30)
+    finally:
+        if pool is not None:
+            pool.close()
+        if gateway is not None:
+            gateway.stop()
+        await triton.stop()
+    row = measure("profile", "gateway", args.concurrency, window.result, window.wall_s,
+                  window.delta("gateway"), 0.0)  # fmt: skip
+    say(f"{row.tps:.0f} tok/s, gateway {row.proxy_cpu_per_1k:.3f} CPU s per 1k tokens")
+    summary = summarise((out / "profile.txt").read_text(), args.top)
+    (out / "summary.txt").write_text(summary + "\n")
+    print(summary, flush=True)
+    return 0

@@ -1,0 +1,55 @@
+"""``python -m bench overhead`` end to end at a tiny scale, and its pure pieces.
+
+Not the benchmark: a handful of requests at concurrency 1 and 2, to prove the command starts
+Triton and the gateway, drives every local path, and writes its table, goals and plot.
+LiteLLM is left out (its environment is built on first use and it starts in ~20 s).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from bench.httpstream import OPENAI_MARKER, TRITON_MARKER, is_token
+from bench.loadgen import PhaseResult, StreamTiming
+from bench.pool import split
+from bench.report import goals, measure, ratio_table
+
+REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def test_token_events_are_told_from_role_and_usage_chunks() -> None:
+    role = b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}'
+    token = b'data: {"choices":[{"index":0,"delta":{"content":" lorem"}}]}'
+    usage = b'data: {"choices":[],"usage":{"prompt_tokens":3}}'
+    assert [is_token(e, OPENAI_MARKER) for e in (role, token, usage)] == [False, True, False]
+    assert is_token(b'data: {"text_output":" x"}', TRITON_MARKER)
+
+
+def test_timings_become_ratios_and_goals() -> None:
+    rows = []
+    for mode, gap in (("grpc", 0.010), ("gateway", 0.0105)):
+        result = PhaseResult()
+        result.add(StreamTiming(0.0, [gap, gap + 0.01, gap + 0.02]), 3)
+        rows.append(measure("paced", mode, 64, result, 1.0, 0.003 if mode != "grpc" else None, 0))
+    assert "1.05x" in ratio_table(rows)
+    assert any("added TTFT at 64 streams" in g and ": met" in g for g in goals(rows))
+    assert split(5, 2) == [3, 2] and split(1, 2) == [1, 0]
+
+
+def test_overhead_command_runs_end_to_end(tmp_path: Path) -> None:
+    command = [
+        sys.executable, "-m", "bench", "overhead", "--concurrency", "1,2",
+        "--modes", "grpc,gateway,triton_http", "--tokens", "8", "--interval-us", "1000",
+        "--duration", "0.5", "--max-requests", "4", "--workers", "1", "--out", str(tmp_path),
+    ]  # fmt: skip
+    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = json.loads((tmp_path / "results.json").read_text())["rows"]
+    assert len(rows) == 2 * 2 * 3  # profiles x concurrencies x paths
+    assert all(r["errors"] == 0 and r["short"] == 0 and r["tokens"] > 0 for r in rows)
+    assert all(r["proxy_cpu_per_1k"] is not None for r in rows if r["mode"] == "gateway")
+    assert "(b) gateway SSE" in (tmp_path / "report.md").read_text()
+    assert (tmp_path / "overhead.png").stat().st_size > 10_000
