@@ -148,7 +148,14 @@ def _image_tensor(name: str, array: np.ndarray, contract: ModelContract) -> grpc
             f"this model's Triton deployment declares no {name!r} input: it cannot take images",
             code="images_not_supported",
         )
-    return _declared_tensor(name, array, contract)
+    try:
+        return _declared_tensor(name, array, contract)
+    except ValueError:  # e.g. several images to a v0.19 ensemble declaring [3, -1, -1]
+        raise InvalidRequest(
+            f"this model's Triton deployment declares {name!r} with dims {list(spec.dims)}: "
+            f"it cannot take a tensor of shape {list(array.shape)} (one image per request?)",
+            code="too_many_media_items",
+        ) from None
 
 
 def _declared_tensor(

@@ -138,3 +138,14 @@ def test_fit_rank_adds_and_drops_single_axes_after_the_batch_axis() -> None:
     assert fit_rank(np.zeros((1, 1, 2)), 2).shape == (1, 2)
     with pytest.raises(ValueError, match="cannot fit"):
         fit_rank(np.zeros((1, 3, 2)), 2)
+
+
+def test_old_ensemble_image_dims_take_one_image_and_refuse_two() -> None:
+    old = contract(("image_input", "TYPE_FP16", [3, -1, -1]))  # v0.19's multimodal ensemble
+    one = np.zeros((1, 1, 3, 336, 336), dtype=np.float16)
+    sent = by_name(build_inputs(GenerationRequest("x", 1, images=("image_input", one)), old))
+    assert sent["image_input"].shape() == [1, 3, 336, 336]
+    two = np.zeros((1, 2, 3, 336, 336), dtype=np.float16)
+    with pytest.raises(InvalidRequest, match="one image per request") as info:
+        build_inputs(GenerationRequest("x", 1, images=("image_input", two)), old)
+    assert info.value.status_code == 400
