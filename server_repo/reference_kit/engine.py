@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from server_repo.reference_kit.archs import Arch, get_arch
-from server_repo.reference_kit.generate import StopRule, run_steps
+from server_repo.reference_kit.archs import Arch, MediaFeatures, get_arch
+from server_repo.reference_kit.generate import LanguageModel, StepInputs, StopRule, run_steps
 from server_repo.reference_kit.prefix_cache import (
     DEFAULT_MAX_CACHED_TOKENS,
     DEFAULT_TOKENS_PER_BLOCK,
@@ -36,7 +36,7 @@ from server_repo.reference_kit.request import (
     Step,
 )
 from server_repo.reference_kit.sampling import Sampler
-from server_repo.reference_kit.templates import Prompt, build_prompt
+from server_repo.reference_kit.templates import Prompt
 from server_repo.reference_kit.weights import ModelAssets, load_assets
 
 
@@ -48,6 +48,8 @@ class PreparedRequest:
     prompt: Prompt
     embeds: torch.Tensor
     end_id: int
+    features: MediaFeatures = field(default_factory=MediaFeatures.empty)
+    step_inputs: StepInputs | None = None
 
 
 class Generation:
@@ -110,25 +112,37 @@ class ReferenceEngine:
     def prepare(self, request: GenerationRequest) -> PreparedRequest:
         """Validate, render the template, compute visual features and the input embeddings."""
         request.validate()
-        features = self.arch.encode_media(
-            self.model, self.assets.processor, request.images, request.video
-        )
+        features = self.arch.encode_request(self.model, self.assets.processor, request)
         with self._tokenizer_lock:
-            prompt = build_prompt(
-                self.tokenizer, self.arch.template, request.text_input, features.slots
-            )
+            prompt = self.arch.build_prompt(self.tokenizer, request.text_input, features.slots)
+        if not prompt.token_ids:
+            raise InvalidRequest(f"{self.arch.name} needs an image: its prompt is the image alone")
+        self.check_length(prompt, request)
+        end_id = self.eos_token_id if request.end_id is None else int(request.end_id)
+        # Computed now so that what it checks (Mllama's image markers) fails the request early.
+        step_inputs = self.arch.step_inputs(self.model, prompt, features)
+        embeds = self._embed(prompt, features)
+        return PreparedRequest(request, prompt, embeds, end_id, features, step_inputs)
+
+    def check_length(self, prompt: Prompt, request: GenerationRequest) -> None:
+        """Refuse a prompt plus ``max_tokens`` that would run past the model's positions."""
         if len(prompt) + request.max_tokens > self.max_positions:
             raise InvalidRequest(
                 f"prompt ({len(prompt)} tokens) + max_tokens ({request.max_tokens}) exceeds "
                 f"the model's {self.max_positions} positions"
             )
+
+    def _embed(self, prompt: Prompt, features: MediaFeatures) -> torch.Tensor:
+        """Text embeddings with the features spliced in; the features alone when the prompt is
+        nothing else (their width may then differ from the text embeddings')."""
+        if features.embeds is not None and all(prompt.media_mask):
+            return features.embeds[None]
         ids = torch.tensor([prompt.token_ids], device=self.assets.device)
         embeds = self.model.get_input_embeddings()(ids)
         if features.embeds is not None:
             mask = torch.tensor(prompt.media_mask, device=self.assets.device)
             embeds[0, mask] = features.embeds.to(embeds.dtype)
-        end_id = self.eos_token_id if request.end_id is None else int(request.end_id)
-        return PreparedRequest(request, prompt, embeds, end_id)
+        return embeds
 
     def generate(
         self, request: GenerationRequest, is_cancelled: Callable[[], bool] | None = None
@@ -164,8 +178,13 @@ class ReferenceEngine:
             tuple(tuple(self.encode(word)) for word in request.stop_words),
             request.max_tokens,
         )
+        lm = LanguageModel(
+            self.arch.language_model(self.model),
+            prepared.step_inputs,
+            self.arch.reuse_prefix,
+        )
         tokens = run_steps(
-            self.model, prepared.embeds, prepared.prompt, self.cache,
+            lm, prepared.embeds, prepared.prompt, self.cache,
             request.extra_id, sampler, stop, stats, is_cancelled,
         )  # fmt: skip
         for token in tokens:
@@ -183,4 +202,9 @@ def load_engine(
     """Load ``model_name`` ("llava", "llava_onevision" or their "reference_*" Triton names)."""
     arch = get_arch(model_name)
     assets = load_assets(arch, cache_dir=cache_dir, checkpoint=checkpoint, device=device)
-    return ReferenceEngine(arch, assets, tokens_per_block, max_cached_tokens)
+    engine_class = ReferenceEngine
+    if arch.encoder_decoder:
+        from server_repo.reference_kit.seq2seq import Seq2SeqEngine  # it subclasses this one
+
+        engine_class = Seq2SeqEngine
+    return engine_class(arch, assets, tokens_per_block, max_cached_tokens)

@@ -13,8 +13,11 @@ Token choice is ``sampling.Sampler``'s job; text decoding is the engine's.
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from transformers import DynamicCache, PreTrainedModel
@@ -44,34 +47,65 @@ class StopRule:
         return None
 
 
-def _text_config(model: PreTrainedModel) -> object:
-    return model.config.get_text_config(decoder=True)
+StepInputs = Callable[[int, int], dict[str, Any]]
+"""Extra model arguments for the positions ``[start, start + length)`` of one call."""
 
 
-def _logits(model: PreTrainedModel, embeds: torch.Tensor, past: DynamicCache) -> torch.Tensor:
-    """Run the language model on ``embeds`` after ``past``; the last position's logits."""
-    output = model(inputs_embeds=embeds, past_key_values=past, use_cache=True, logits_to_keep=1)
-    return output.logits[0, -1]
+@dataclass(frozen=True)
+class LanguageModel:
+    """What the step loop calls: a module taking ``inputs_embeds``, plus per-call extras.
+
+    ``step_inputs`` adds what some architectures need besides embeddings (Qwen2-VL's M-RoPE
+    position ids, Mllama's cross-attention); ``reuse_prefix`` False turns the prefix cache off
+    for models whose KV also depends on something outside the prompt tokens.
+    """
+
+    module: PreTrainedModel
+    step_inputs: StepInputs | None = None
+    reuse_prefix: bool = True
+
+    def logits(self, embeds: torch.Tensor, past: DynamicCache, start: int) -> torch.Tensor:
+        """Run on ``embeds`` (positions from ``start``) after ``past``; the last logits."""
+        extra = self.step_inputs(start, embeds.shape[1]) if self.step_inputs else {}
+        if _keeps_logits(type(self.module)):
+            extra["logits_to_keep"] = 1
+        output = self.module(inputs_embeds=embeds, past_key_values=past, use_cache=True, **extra)
+        return output.logits[0, -1]
+
+    def new_cache(self, layers: list | None = None) -> DynamicCache:
+        config = self.module.config.get_text_config(decoder=True)
+        if layers:
+            return DynamicCache(ddp_cache_data=layers, config=config)
+        return DynamicCache(config=config)
+
+
+@functools.cache
+def _keeps_logits(module_class: type) -> bool:
+    """Whether ``forward`` takes ``logits_to_keep`` (most causal LMs; OPT and Fuyu do not)."""
+    return "logits_to_keep" in inspect.signature(module_class.forward).parameters
+
+
+def _as_language_model(model: PreTrainedModel | LanguageModel) -> LanguageModel:
+    return model if isinstance(model, LanguageModel) else LanguageModel(model)
 
 
 def prefill(
-    model: PreTrainedModel,
+    model: PreTrainedModel | LanguageModel,
     embeds: torch.Tensor,
     prompt: Prompt,
     cache: PrefixCache,
     extra_id: int | None,
 ) -> tuple[torch.Tensor, DynamicCache, int]:
     """Logits after the prompt, the KV cache, and how many cached blocks were reused."""
+    lm = _as_language_model(model)
     size = cache.tokens_per_block
     keys = cache.block_keys(prompt.token_ids, prompt.media_mask, extra_id)
+    if not lm.reuse_prefix:
+        keys = [None] * len(keys)
     blocks = cache.lookup(keys)
     reused_tokens = min(len(blocks) * size, len(prompt) - 1)
-    config = _text_config(model)
-    if reused_tokens > 0:
-        past = DynamicCache(ddp_cache_data=join_blocks(blocks, reused_tokens), config=config)
-    else:
-        past = DynamicCache(config=config)
-    logits = _logits(model, embeds[:, reused_tokens:], past)
+    past = lm.new_cache(join_blocks(blocks, reused_tokens) if reused_tokens > 0 else None)
+    logits = lm.logits(embeds[:, reused_tokens:], past, reused_tokens)
     full_blocks = len(prompt) // size
     if full_blocks > len(blocks) and keys[len(blocks)] is not None:
         layers = [(layer.keys, layer.values) for layer in past.layers]
@@ -81,7 +115,7 @@ def prefill(
 
 
 def run_steps(
-    model: PreTrainedModel,
+    model: PreTrainedModel | LanguageModel,
     embeds: torch.Tensor,
     prompt: Prompt,
     cache: PrefixCache,
@@ -99,10 +133,11 @@ def run_steps(
     if is_cancelled is not None and is_cancelled():
         stats.cancelled, stats.finish_reason = True, "cancelled"
         return
+    lm = _as_language_model(model)
     with torch.inference_mode():
-        logits, past, reused = prefill(model, embeds, prompt, cache, extra_id)
+        logits, past, reused = prefill(lm, embeds, prompt, cache, extra_id)
     stats.reused_blocks = reused
-    embed_tokens = model.get_input_embeddings()
+    embed_tokens = lm.module.get_input_embeddings()
     generated: list[int] = []
     while True:
         with torch.inference_mode():
@@ -118,4 +153,4 @@ def run_steps(
             return
         with torch.inference_mode():
             step = embed_tokens(torch.tensor([[token]], device=embeds.device))
-            logits = _logits(model, step, past)
+            logits = lm.logits(step, past, len(prompt) + len(generated) - 1)

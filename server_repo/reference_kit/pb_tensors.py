@@ -121,6 +121,8 @@ def parse_request(
         length_penalty=_option(tensors, "length_penalty", float, 1.0),
         beam_width=_option(tensors, "beam_width", int, 1),
         extra_id=extra_id or None,  # 0 is the uint64 default: no id
+        image_sizes=_unbatch(tensors, "image_sizes_input"),
+        decoder_text=_text(_scalar(tensors, "decoder_text_input") or b""),
     )
     flags = ReturnFlags(
         stream=_option(tensors, "stream", bool, False),

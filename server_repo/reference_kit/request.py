@@ -27,6 +27,9 @@ class GenerationRequest:
     ``images``: llava: float pixels ``[n, 3, 336, 336]`` (already CLIP-preprocessed);
     llava_onevision: raw RGB ``uint8 [n, H, W, 3]``. ``video``: ``uint8 [frames, H, W, 3]``
     (llava_onevision only). ``extra_id`` is the ``prompt_table_extra_id`` KV-reuse key.
+    ``image_sizes``: original ``(height, width)`` per image, ``int [n, 2]`` (``image_sizes_input``;
+    LLaVA-NeXT unpads its tile features with them). ``decoder_text``: an encoder-decoder
+    model's decoder prompt (``decoder_text_input``); empty means its decoder start token.
     """
 
     text_input: str
@@ -48,6 +51,8 @@ class GenerationRequest:
     length_penalty: float = 1.0
     beam_width: int = 1
     extra_id: int | None = None
+    image_sizes: np.ndarray | None = None
+    decoder_text: str = ""
 
     @property
     def greedy(self) -> bool:

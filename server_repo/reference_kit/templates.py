@@ -17,20 +17,53 @@ from transformers import PreTrainedTokenizerBase
 
 @dataclass(frozen=True)
 class PromptTemplate:
-    """``prefix`` + features + ``suffix.format(text=question)``."""
+    """``prefix`` + features + ``suffix.format(text=question)``.
+
+    ``media_open``/``media_close`` wrap each media item (Qwen2-VL's ``<|vision_start|>`` ..
+    ``<|vision_end|>``). ``media_first`` is TensorRT-LLM's layout for prompts without a
+    post-prompt (BLIP2, Fuyu, Nougat, Deplot): every feature first, then the text, tokenized
+    without added special tokens (the template spells out the ones it needs).
+    """
 
     prefix: str
     suffix: str
+    media_open: str = ""
+    media_close: str = ""
+    media_first: bool = False
 
     def render(self, text: str, marker: str = "") -> str:
         """The prompt as one string, ``marker`` standing where the features go (for logs/docs)."""
-        return self.prefix + marker + self.suffix.format(text=text)
+        media = self.media_open + marker + self.media_close if marker else ""
+        if self.media_first:
+            return media + self.prefix + self.suffix.format(text=text)
+        return self.prefix + media + self.suffix.format(text=text)
 
 
 LLAVA = PromptTemplate(prefix="USER:\n", suffix="{text} ASSISTANT:")
 LLAVA_ONEVISION = PromptTemplate(
     prefix="<|im_start|>user ", suffix="\n{text}<|im_end|><|im_start|>assistant\n"
 )
+# BLIP2: the 32 query features, then the text as tokenized with special tokens (OPT's BOS is
+# ``</s>`` in front; T5 appends ``</s>``).
+BLIP2_OPT = PromptTemplate(prefix="", suffix="</s>{text}", media_first=True)
+BLIP2_T5 = PromptTemplate(prefix="", suffix="{text}</s>", media_first=True)
+# NVIDIA's runner for the Mistral LLaVA-NeXT checkpoint.
+LLAVA_NEXT = PromptTemplate(prefix="[INST] ", suffix="\n{text} [/INST]")
+# Mllama: nothing added but BOS; ``<|image|>`` in the text marks where cross-attention starts.
+MLLAMA = PromptTemplate(prefix="", suffix="{text}")
+# Qwen2-VL's chat template with one user turn, as NVIDIA's preprocessing applies it.
+QWEN2_VL = PromptTemplate(
+    prefix="<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n",
+    suffix="{text}<|im_end|>\n<|im_start|>assistant\n",
+    media_open="<|vision_start|>",
+    media_close="<|vision_end|>",
+)
+# Kosmos-2's processor: BOS, ``<image>``, 64 features, ``</image>``, then the text.
+KOSMOS2 = PromptTemplate(prefix="<image>", suffix="</image>{text}")
+# Fuyu's processor: patches (rows ended by ``|NEWLINE|``), BOS, text, ``<0x04>`` (answer start).
+FUYU = PromptTemplate(prefix="", suffix="<s>{text}<0x04>", media_first=True)
+# Nougat and Deplot: the encoder reads only the image; the text is not used.
+NO_PROMPT = PromptTemplate(prefix="", suffix="", media_first=True)
 
 
 @dataclass(frozen=True)
@@ -63,13 +96,25 @@ def build_prompt(
     slots: Sequence[MediaSlot] = (),
 ) -> Prompt:
     """Tokenize ``template`` around ``text`` and splice in one placeholder run per media item."""
-    head = tokenizer(template.prefix, add_special_tokens=True)["input_ids"]
-    tail = tokenizer(template.suffix.format(text=text), add_special_tokens=False)["input_ids"]
-    ids: list[int] = list(head)
-    mask: list[bool] = [False] * len(head)
+    ids: list[int] = []
+    mask: list[bool] = []
+
+    def add(tokens: Sequence[int], media: bool = False) -> None:
+        ids.extend(tokens)
+        mask.extend([media] * len(tokens))
+
+    def encode(piece: str, special: bool = False) -> list[int]:
+        return list(tokenizer(piece, add_special_tokens=special)["input_ids"]) if piece else []
+
+    opening, closing = encode(template.media_open), encode(template.media_close)
+    if not template.media_first:
+        add(tokenizer(template.prefix, add_special_tokens=True)["input_ids"])
     for slot in slots:
-        ids.extend([slot.token_id] * slot.length)
-        mask.extend([True] * slot.length)
-    ids.extend(tail)
-    mask.extend([False] * len(tail))
+        add(opening)
+        add([slot.token_id] * slot.length, media=True)
+        add(closing)
+    if template.media_first:
+        add(encode(template.prefix + template.suffix.format(text=text)))
+    else:
+        add(encode(template.suffix.format(text=text)))
     return Prompt(tuple(ids), tuple(mask))

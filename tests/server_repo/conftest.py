@@ -40,3 +40,16 @@ def fresh_engine(
         return ReferenceEngine(base.arch, base.assets, tokens_per_block, max_cached_tokens)
 
     return make
+
+
+@pytest.fixture(scope="session")
+def family_engine(reference_cache: Path) -> Callable[[str], ReferenceEngine]:
+    """In-process engines for the other reference families, loaded once each on first use."""
+    engines: dict[str, ReferenceEngine] = {}
+
+    def get(family: str) -> ReferenceEngine:
+        if family not in engines:
+            engines[family] = load_engine(family, cache_dir=reference_cache, device="cpu")
+        return engines[family]
+
+    return get

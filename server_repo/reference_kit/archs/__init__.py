@@ -3,13 +3,30 @@
 from __future__ import annotations
 
 from server_repo.reference_kit.archs.base import Arch, MediaFeatures
+from server_repo.reference_kit.archs.blip2 import Blip2OptArch, Blip2T5Arch
+from server_repo.reference_kit.archs.fuyu import FuyuArch
+from server_repo.reference_kit.archs.kosmos2 import Kosmos2Arch
 from server_repo.reference_kit.archs.llava import LlavaArch
+from server_repo.reference_kit.archs.llava_next import LlavaNextArch
 from server_repo.reference_kit.archs.llava_onevision import LlavaOnevisionArch
+from server_repo.reference_kit.archs.mllama import MllamaArch
+from server_repo.reference_kit.archs.nougat import NougatArch
+from server_repo.reference_kit.archs.pix2struct import Pix2StructArch
+from server_repo.reference_kit.archs.qwen2_vl import Qwen2VLArch
 from server_repo.reference_kit.archs.whisper import WhisperArch
 
 ARCHS: dict[str, type[Arch]] = {
+    Blip2OptArch.family: Blip2OptArch,
+    Blip2T5Arch.family: Blip2T5Arch,
+    FuyuArch.family: FuyuArch,
+    Kosmos2Arch.family: Kosmos2Arch,
     LlavaArch.family: LlavaArch,
+    LlavaNextArch.family: LlavaNextArch,
     LlavaOnevisionArch.family: LlavaOnevisionArch,
+    MllamaArch.family: MllamaArch,
+    NougatArch.family: NougatArch,
+    Pix2StructArch.family: Pix2StructArch,
+    Qwen2VLArch.family: Qwen2VLArch,
     WhisperArch.family: WhisperArch,
 }
 
@@ -25,9 +42,18 @@ def get_arch(name: str) -> Arch:
 __all__ = [
     "ARCHS",
     "Arch",
+    "Blip2OptArch",
+    "Blip2T5Arch",
+    "FuyuArch",
+    "Kosmos2Arch",
     "LlavaArch",
+    "LlavaNextArch",
     "LlavaOnevisionArch",
     "MediaFeatures",
+    "MllamaArch",
+    "NougatArch",
+    "Pix2StructArch",
+    "Qwen2VLArch",
     "WhisperArch",
     "get_arch",
 ]

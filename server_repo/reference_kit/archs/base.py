@@ -36,6 +36,14 @@ class MediaFeatures:
         return cls((), None)
 
 
+@dataclass(frozen=True)
+class EncoderOutput:
+    """What an encoder-decoder model's decoder cross-attends to: ``[1, S, d]`` and a mask."""
+
+    hidden: torch.Tensor
+    mask: torch.Tensor | None = None
+
+
 class Arch:
     """Base class: subclasses set the class attributes and implement the hooks."""
 
@@ -102,6 +110,21 @@ class Arch:
         """Extra model arguments for positions ``[start, start + length)`` of one call (M-RoPE
         positions, cross-attention), or None when ``inputs_embeds`` is all the model needs."""
         return None
+
+    # Encoder-decoder hooks, used by ``seq2seq.Seq2SeqEngine`` when ``encoder_decoder`` is set.
+    def encode(
+        self, model: PreTrainedModel, embeds: torch.Tensor, features: MediaFeatures
+    ) -> EncoderOutput:
+        """What the decoder cross-attends to, from the prompt embeddings and features."""
+        raise NotImplementedError
+
+    def decoder(self, model: PreTrainedModel) -> PreTrainedModel:
+        """The module taking ``encoder_outputs`` and ``decoder_input_ids`` (default: the model)."""
+        return model
+
+    def decoder_start_id(self, model: PreTrainedModel) -> int:
+        """The decoder's first token when the request gives no ``decoder_text_input``."""
+        return int(model.config.decoder_start_token_id)
 
 
 def expect_array(value: Any, name: str, ndim: int, dtypes: tuple[type, ...]) -> np.ndarray:

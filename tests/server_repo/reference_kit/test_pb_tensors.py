@@ -43,6 +43,19 @@ def test_defaults_follow_trt_llm() -> None:
     assert flags == ReturnFlags()
 
 
+
+def test_family_inputs_image_sizes_and_decoder_text() -> None:
+    tensors = {
+        **BASE,
+        "image_input": np.zeros((1, 3, 3, 336, 336), np.float16),
+        "image_sizes_input": np.array([[[300, 500]]], dtype=np.int64),
+        "decoder_text_input": _scalar(b"<s>", np.object_),
+    }
+    request, _ = parse_request(tensors, InputNames())
+    assert request.image_sizes.tolist() == [[300, 500]]
+    assert request.decoder_text == "<s>"
+    assert parse_request(BASE, InputNames())[0].decoder_text == ""
+
 def test_every_option_is_read_with_the_batch_dim_stripped() -> None:
     pixels = np.zeros((1, 2, 3, 336, 336), np.float16)
     tensors = {

@@ -1,0 +1,92 @@
+"""One deterministic request per reference family: the tensors a client sends, per seed.
+
+``family_media(family, seed)`` returns the image tensor the family's deployment takes (without
+the batch dimension) and its extras; the kit tests and the real-Triton tests build their
+requests from the same arrays, so an answer can be compared across the two. Sizes are small
+where the family allows (test time), real where its contract fixes them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from server_repo.reference_kit import GenerationRequest
+from tests.server_repo.samples import rgb_image
+
+PROMPTS = {
+    "blip2_opt": "Question: what is in the picture? Answer:",
+    "blip2_t5": "Question: what is in the picture? Answer:",
+    "llava_next": "What is shown here?",
+    "mllama": "<|image|>Describe the picture.",
+    "qwen2_vl": "What is shown here?",
+    "kosmos2": "<grounding>An image of",
+    "fuyu": "What is shown here?",
+    "deplot": "",
+    "nougat": "",
+}
+FAMILIES = tuple(PROMPTS)
+ENCODER_DECODER = ("blip2_t5", "deplot", "nougat")
+
+
+@dataclass(frozen=True)
+class FamilyMedia:
+    """The image tensor (``image_input`` or ``image_bytes_input``) and extra inputs."""
+
+    tensor_name: str
+    images: np.ndarray
+    image_sizes: np.ndarray | None = None
+    extra: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def request(self, family: str, max_tokens: int = 8, **options: object) -> GenerationRequest:
+        """The kit request a Triton request with these tensors parses into."""
+        return GenerationRequest(
+            PROMPTS[family],
+            max_tokens,
+            images=self.images,
+            image_sizes=self.image_sizes,
+            **options,
+        )
+
+    def tensors(self) -> dict[str, np.ndarray]:
+        """Triton input tensors, batch dimension included."""
+        found = {self.tensor_name: self.images[None]}
+        if self.image_sizes is not None:
+            found["image_sizes_input"] = self.image_sizes[None]
+        return found
+
+
+def _normal(seed: int, shape: tuple[int, ...]) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float16)
+
+
+def deplot_patches(seed: int, rows: int = 12, cols: int = 20, total: int = 2048) -> np.ndarray:
+    """Flattened patches ``[1, total, 770]``: row id, column id, pixels; zero rows after."""
+    patches = np.zeros((1, total, 770), dtype=np.float32)
+    count = rows * cols
+    patches[0, :count, 0] = np.repeat(np.arange(1, rows + 1), cols)
+    patches[0, :count, 1] = np.tile(np.arange(1, cols + 1), rows)
+    patches[0, :count, 2:] = np.random.default_rng(seed).standard_normal((count, 768))
+    return patches.astype(np.float16)
+
+
+def family_media(family: str, seed: int) -> FamilyMedia:
+    """The media part of a request to ``family``'s reference model."""
+    if family in ("blip2_opt", "blip2_t5", "kosmos2"):
+        return FamilyMedia("image_input", _normal(seed, (1, 3, 224, 224)))
+    if family == "llava_next":
+        # A 300 x 500 image fits the 336 x 672 pinpoint: the whole image plus 2 tiles.
+        sizes = np.array([[300, 500]], dtype=np.int64)
+        return FamilyMedia("image_input", _normal(seed, (3, 3, 336, 336)), sizes)
+    if family == "fuyu":
+        return FamilyMedia("image_input", _normal(seed, (1, 3, 90, 120)))
+    if family == "deplot":
+        return FamilyMedia("image_input", deplot_patches(seed))
+    if family == "nougat":
+        return FamilyMedia("image_input", _normal(seed, (1, 3, 896, 672)))
+    if family == "qwen2_vl":
+        return FamilyMedia("image_bytes_input", rgb_image(seed, 112, 140))
+    if family == "mllama":
+        return FamilyMedia("image_bytes_input", rgb_image(seed, 60, 100))
+    raise KeyError(family)

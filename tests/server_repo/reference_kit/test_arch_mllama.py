@@ -1,0 +1,51 @@
+"""Mllama: images reach the decoder through cross-attention, from each <|image|> on."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from server_repo.reference_kit import GenerationRequest, InvalidRequest, ReferenceEngine
+from tests.server_repo.family_samples import family_media
+from tests.server_repo.reference_kit.hf_oracle import hf_greedy, kit_greedy
+from tests.server_repo.samples import rgb_image
+
+FAMILY = "mllama"
+
+
+@pytest.fixture(scope="module")
+def engine(family_engine: Callable[[str], ReferenceEngine]) -> ReferenceEngine:
+    return family_engine(FAMILY)
+
+
+def test_greedy_matches_hf_generate_and_follows_the_image(engine: ReferenceEngine) -> None:
+    answers = []
+    for seed in (0, 1):
+        request = family_media(FAMILY, seed).request(FAMILY)
+        answers.append(kit_greedy(engine, request))
+        assert answers[-1] == hf_greedy(engine, request)
+    assert answers[0] != answers[1]
+    two = GenerationRequest("<|image|>A<|image|>B", 6, images=rgb_image(4, 50, 70, count=2))
+    assert kit_greedy(engine, two) == hf_greedy(engine, two)
+
+
+def test_prompt_is_the_text_and_nothing_is_reused(engine: ReferenceEngine) -> None:
+    request = family_media(FAMILY, 0).request(FAMILY, max_tokens=3)
+    prompt = engine.prepare(request).prompt
+    assert prompt.media_tokens == 0 and prompt.token_ids[0] == engine.tokenizer.bos_token_id
+    assert engine.decode(list(prompt.token_ids)) == "Describe the picture."
+    for _ in range(2):
+        completion = engine.complete(request)
+    assert completion.stats.reused_blocks == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "count"), [("no marker", 1), ("<|image|>one", 2), ("<|image|>stray", 0)]
+)
+def test_image_markers_must_match_the_images(
+    engine: ReferenceEngine, text: str, count: int
+) -> None:
+    images = rgb_image(1, 40, 40, count=count) if count else None
+    with pytest.raises(InvalidRequest, match="<\\|image\\|>"):
+        engine.generate(GenerationRequest(text, images=images))
