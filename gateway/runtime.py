@@ -21,7 +21,7 @@ from gateway.media.offload import Offloader, OffloadLimits
 from gateway.observability.metrics import GatewayMetrics
 from gateway.pipeline.lora import LoraLedger
 from gateway.triton.client import TritonClient
-from gateway.triton.contract import ModelContract
+from gateway.triton.contract import REQUIRED_INPUTS, ModelContract
 from gateway.triton.embedded import EmbeddedTriton
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,8 @@ class ServedRuntime:
         if self.contract is None:
             async with self._lock:
                 if self.contract is None:
-                    self.contract = await self.client.contract(self.config.triton_model)
+                    required = getattr(self.family, "required_inputs", REQUIRED_INPUTS)
+                    self.contract = await self.client.contract(self.config.triton_model, required)
         return self.contract
 
     @property

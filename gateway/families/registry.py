@@ -20,6 +20,7 @@ from gateway.families.phi3_vision import Phi3Vision
 from gateway.families.qwen2_vl import Qwen2VL
 from gateway.families.video_neva import VideoNeva
 from gateway.families.vila import Vila
+from gateway.families.whisper import Whisper
 
 SUPPORTED_FAMILIES: dict[str, type[Family]] = {
     Blip2Opt.name: Blip2Opt,
@@ -40,6 +41,7 @@ SUPPORTED_FAMILIES: dict[str, type[Family]] = {
     Qwen2VL.name: Qwen2VL,
     VideoNeva.name: VideoNeva,
     Vila.name: Vila,
+    Whisper.name: Whisper,
 }
 
 

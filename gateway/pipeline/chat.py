@@ -18,6 +18,11 @@ from gateway.observability.record import RequestRecord
 from gateway.pipeline.conversation import parse_messages
 from gateway.pipeline.lora import LoraChoice, lora_choice
 from gateway.pipeline.media import PreparedMedia, prepare_media
+from gateway.pipeline.transcribe import (
+    PreparedTranscription,
+    chat_transcript,
+    prepare_chat_transcription,
+)
 from gateway.protocol.chat import ChatCompletionRequest
 from gateway.runtime import Runtime, ServedRuntime
 from gateway.streaming.chunks import UsageCounts
@@ -89,10 +94,14 @@ def _end_id(served: ServedRuntime) -> int | None:
     return configured if configured is not None else served.family.default_end_id
 
 
-async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> PreparedChat:
+async def prepare_chat(
+    request: ChatCompletionRequest, runtime: Runtime
+) -> PreparedChat | PreparedTranscription:
     """Validate, fetch and preprocess media, render the prompt and pick every input."""
     served = runtime.model(request.model)
     _refuse_unsupported(request)
+    if served.config.family == "whisper":  # a speech model answers with the transcript
+        return await prepare_chat_transcription(request, served, runtime)
     parsed = parse_messages(request.messages)
     family = served.family
     family.check_text(parsed.conversation)
@@ -150,7 +159,9 @@ def _generation(
 
 
 async def relay(
-    prepared: PreparedChat, request_id: str, record: RequestRecord | None = None
+    prepared: PreparedChat | PreparedTranscription,
+    request_id: str,
+    record: RequestRecord | None = None,
 ) -> AsyncIterator[str | Outcome]:
     """Text deltas as Triton produces them, then one ``Outcome``.
 
@@ -158,6 +169,10 @@ async def relay(
     which cancels the request upstream. ``request_id`` becomes Triton's request id.
     ``record`` (observability) hears of each token, the usage, an error or an early exit.
     """
+    if isinstance(prepared, PreparedTranscription):
+        async for item in chat_transcript(prepared, request_id, record):
+            yield item if isinstance(item, str) else Outcome("stop", item)
+        return
     record = record or RequestRecord(request_id, "", "")
     served = prepared.served
     inputs = build_inputs(prepared.generation, prepared.contract)

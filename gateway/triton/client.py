@@ -2,9 +2,9 @@
 
 Each request opens one bidirectional ``ModelStreamInfer`` stream, sends its single request,
 half-closes, and reads responses until Triton ends the stream (the asyncio client cannot
-ask for Triton's empty final response, so the stream's normal end marks completion). Leaving the iterator early (the
-HTTP client went away, a stop string matched) cancels the gRPC call, which cancels the
-request inside Triton. Foreign errors are translated here, once.
+ask for Triton's empty final response, so the stream's normal end marks completion).
+Leaving the iterator early (the HTTP client went away, a stop string matched) cancels the
+gRPC call, which cancels the request inside Triton. Foreign errors are translated here, once.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import tritonclient.grpc.aio as grpcclient
 from tritonclient.utils import InferenceServerException
 
 from gateway.errors import GatewayError, InvalidRequest, UpstreamFailed, UpstreamUnavailable
-from gateway.triton.contract import ModelContract, parse_model_config
+from gateway.triton.contract import REQUIRED_INPUTS, ModelContract, parse_model_config
 
 # Triton reports model-side validation failures only as text; these mark the caller's fault.
 _CLIENT_FAULT = re.compile(
@@ -58,6 +58,12 @@ def translate_error(exc: BaseException) -> GatewayError:
     if _CLIENT_FAULT.search(message):
         return InvalidRequest(f"the model rejected the request: {message}", code="model_rejected")
     return UpstreamFailed(f"the inference server failed: {message}")
+
+
+def is_final(result: grpcclient.InferResult) -> bool:
+    """Whether Triton flagged this response as the request's last."""
+    final_param = result.get_response().parameters.get("triton_final_response")
+    return bool(final_param.bool_param) if final_param is not None else False
 
 
 def _response(result: grpcclient.InferResult) -> TritonResponse:
@@ -99,7 +105,9 @@ class TritonClient:
             return False
         return True
 
-    async def contract(self, model_name: str) -> ModelContract:
+    async def contract(
+        self, model_name: str, required: Sequence[str] = REQUIRED_INPUTS
+    ) -> ModelContract:
         try:
             config: dict[str, Any] = await self._client.get_model_config(
                 model_name, as_json=True, client_timeout=10.0
@@ -108,19 +116,41 @@ class TritonClient:
             raise UpstreamUnavailable(
                 f"cannot read the config of Triton model {model_name!r} at {self.url}: {exc}"
             ) from exc
-        return parse_model_config(config.get("config", config))
+        return parse_model_config(config.get("config", config), required)
 
     async def stream(
         self, model_name: str, inputs: list[grpcclient.InferInput], request_id: str
     ) -> AsyncIterator[TritonResponse]:
         """Responses for one request until the final one; cancels the call if left early."""
+        results = self.stream_results(model_name, inputs, request_id)
+        try:
+            async for result in results:
+                yield _response(result)
+        finally:
+            await results.aclose()
+
+    async def stream_results(
+        self,
+        model_name: str,
+        inputs: list[grpcclient.InferInput],
+        request_id: str,
+        outputs: Sequence[str] = (),
+    ) -> AsyncIterator[grpcclient.InferResult]:
+        """Raw results for one request until the final one; cancels the call if left early.
+
+        ``outputs`` names the outputs to ask for (default: all the model declares); for
+        callers whose model does not answer with ``text_output`` (Whisper's contracts).
+        """
+        request: dict[str, Any] = {
+            "model_name": model_name,
+            "inputs": inputs,
+            "request_id": request_id,
+        }
+        if outputs:
+            request["outputs"] = [grpcclient.InferRequestedOutput(name) for name in outputs]
 
         async def one_request() -> AsyncIterator[dict[str, Any]]:
-            yield {
-                "model_name": model_name,
-                "inputs": inputs,
-                "request_id": request_id,
-            }
+            yield request
 
         try:
             call = self._client.stream_infer(one_request())
@@ -131,9 +161,8 @@ class TritonClient:
             async for result, error in call:
                 if error is not None:
                     raise translate_error(error)
-                response = _response(result)
-                yield response
-                if response.final:
+                yield result
+                if is_final(result):
                     break
             # Having half-closed its side, the client sees the stream end normally once
             # Triton has sent the request's last response; failures arrive as errors.

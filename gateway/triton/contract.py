@@ -8,7 +8,7 @@ mapping its own neutral field names onto whichever spelling the model uses.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,10 +86,16 @@ def _specs(entries: list[dict[str, Any]]) -> dict[str, TensorSpec]:
     return specs
 
 
-def parse_model_config(config: Mapping[str, Any]) -> ModelContract:
-    """A ``ModelContract`` from ``get_model_config(..., as_json=True)["config"]``."""
+def parse_model_config(
+    config: Mapping[str, Any], required: Sequence[str] = REQUIRED_INPUTS
+) -> ModelContract:
+    """A ``ModelContract`` from ``get_model_config(..., as_json=True)["config"]``.
+
+    ``required``: inputs the caller's family cannot do without (the text contract's by
+    default; Whisper checks its two contracts itself and passes none).
+    """
     inputs = _specs(config.get("input", []))
-    missing = [name for name in REQUIRED_INPUTS if name not in inputs]
+    missing = [name for name in required if name not in inputs]
     name = config.get("name", "?")
     if missing:
         raise UpstreamUnavailable(

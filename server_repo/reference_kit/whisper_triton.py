@@ -21,6 +21,7 @@ decoder prompt cap; NVIDIA's engines are built with 14) and ``max_seq_len`` (pro
 from __future__ import annotations
 
 import json
+import threading
 import traceback
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -186,6 +187,9 @@ class _WhisperTritonModel:
             checkpoint=params.get("checkpoint") or None
         )
         self._stopping = False
+        # Triton 2.51's server crashes (SIGSEGV in libtriton_python.so) when two worker threads
+        # of one stub update a custom metric at once: metric updates and sends are serialised.
+        self._ipc_lock = threading.Lock()
         # The same Triton custom metric as the other reference models (tests watch it).
         self.token_family = pb_utils.MetricFamily(
             name="mmgw_reference_generated_tokens_total",
@@ -225,7 +229,8 @@ class _WhisperTritonModel:
         raise NotImplementedError
 
     def count_token(self) -> None:
-        self.tokens_metric.increment(1)
+        with self._ipc_lock:
+            self.tokens_metric.increment(1)
 
     def _guarded(self, job: Any, sender: Any) -> None:
         """Serve one job; any failure becomes an error response, never a hang."""
@@ -243,12 +248,15 @@ class _WhisperTritonModel:
             self._send_error(sender, f"internal error: {exc}", invalid=False)
 
     def _send(self, sender: Any, outputs: dict[str, np.ndarray]) -> None:
-        sender.send(self.pb.InferenceResponse(output_tensors=to_pb_tensors(self.pb, outputs)))
+        response = self.pb.InferenceResponse(output_tensors=to_pb_tensors(self.pb, outputs))
+        with self._ipc_lock:
+            sender.send(response)
 
     def _send_final(self, sender: Any) -> None:
         """Close the response stream (also after a cancel, so Triton releases the request)."""
         try:
-            sender.send(flags=self.pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            with self._ipc_lock:
+                sender.send(flags=self.pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
         except Exception:
             self.pb.Logger.log_verbose("response stream already closed")
 
@@ -258,10 +266,11 @@ class _WhisperTritonModel:
             self.pb.TritonError(message, code) if code is not None else self.pb.TritonError(message)
         )
         try:
-            sender.send(
-                self.pb.InferenceResponse(output_tensors=[], error=error),
-                flags=self.pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
-            )
+            with self._ipc_lock:
+                sender.send(
+                    self.pb.InferenceResponse(output_tensors=[], error=error),
+                    flags=self.pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+                )
         except Exception:
             self.pb.Logger.log_warn(f"could not deliver error response: {message}")
 

@@ -9,7 +9,11 @@ from gateway.config import load_settings
 
 def test_defaults_serve_the_embedded_reference_models() -> None:
     settings = load_settings()
-    assert [m.id for m in settings.models] == ["reference-llava", "reference-llava-onevision"]
+    assert [m.id for m in settings.models] == [
+        "reference-llava",
+        "reference-llava-onevision",
+        "reference-whisper",
+    ]
     assert settings.needs_embedded
     assert (settings.server.host, settings.server.port) == ("127.0.0.1", 8000)
     assert not settings.unsafe_allow_private_media_urls_for_tests

@@ -1,0 +1,74 @@
+"""Split long audio into windows an encoder can take, cutting where it is quietest.
+
+Whisper hears 30 s at a time (less when its output budget is small: NVIDIA's BLS writes at most
+50 tokens). Cutting blindly at the limit splits words, and a split word is lost or garbled on
+both sides. So each cut is placed at the quietest moment (lowest short-time energy, smoothed
+over 200 ms) in the last stretch before the limit; with no quiet moment there, the cut still
+falls at the lowest-energy point found. Pure numpy, no model knowledge beyond the lengths.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Window", "plan_windows"]
+
+SAMPLE_RATE = 16_000
+_FRAME = 160  # 10 ms energy frames
+_SMOOTH_FRAMES = 20  # 200 ms
+SEARCH_FRACTION = 0.3  # look for the cut in the last 30% of a window
+MIN_WINDOW_S = 1.0
+
+
+@dataclass(frozen=True)
+class Window:
+    """Samples ``[start, end)`` of the clip."""
+
+    index: int
+    start: int
+    end: int
+
+    @property
+    def start_s(self) -> float:
+        return self.start / SAMPLE_RATE
+
+    @property
+    def end_s(self) -> float:
+        return self.end / SAMPLE_RATE
+
+    @property
+    def duration_s(self) -> float:
+        return (self.end - self.start) / SAMPLE_RATE
+
+
+def _energy(samples: np.ndarray) -> np.ndarray:
+    """Smoothed mean-square energy per 10 ms frame."""
+    frames = samples.size // _FRAME
+    power = np.square(samples[: frames * _FRAME].astype(np.float32)).reshape(frames, _FRAME)
+    energy = power.mean(axis=1)
+    kernel = np.ones(_SMOOTH_FRAMES, np.float32) / _SMOOTH_FRAMES
+    return np.convolve(energy, kernel, mode="same")
+
+
+def plan_windows(samples: np.ndarray, max_window_s: float) -> list[Window]:
+    """Consecutive windows covering ``samples`` exactly, none longer than ``max_window_s``."""
+    if max_window_s < MIN_WINDOW_S:
+        raise ValueError(f"windows must be at least {MIN_WINDOW_S} s")
+    total = int(samples.size)
+    limit = int(max_window_s * SAMPLE_RATE) // _FRAME * _FRAME
+    if total <= limit:
+        return [Window(0, 0, total)]
+    energy = _energy(samples)
+    windows: list[Window] = []
+    start = 0
+    while total - start > limit:
+        lo = start + int(limit * (1 - SEARCH_FRACTION))
+        hi = start + limit
+        frames = energy[lo // _FRAME : hi // _FRAME]
+        cut = lo + int(np.argmin(frames)) * _FRAME + _FRAME // 2 if frames.size else hi
+        windows.append(Window(len(windows), start, cut))
+        start = cut
+    windows.append(Window(len(windows), start, total))
+    return windows

@@ -1,0 +1,48 @@
+"""OpenAI audio wire types: ``/v1/audio/transcriptions`` and ``/v1/audio/translations``.
+
+Both are multipart forms; the route reads the form and validates its text fields here (the file
+itself stays bytes). Array fields arrive as repeated ``name[]`` entries, as the OpenAI SDK sends
+``timestamp_granularities[]``. No I/O and no logic beyond validation.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+ResponseFormat = Literal["json", "text", "srt", "vtt", "verbose_json"]
+Granularity = Literal["segment", "word"]
+# Fields OpenAI defines for other models (diarization, gpt-4o-transcribe): refused, not ignored.
+UNSUPPORTED_FIELDS = (
+    "include",
+    "known_speaker_names",
+    "known_speaker_references",
+    "keywords",
+    "languages",
+)
+
+
+class TranscriptionRequest(BaseModel):
+    """The form fields of a transcription (or, with ``task='translate'``, a translation)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str = Field(min_length=1)
+    language: str | None = Field(None, max_length=32)
+    prompt: str | None = Field(None, max_length=4096)
+    temperature: float = Field(0.0, ge=0.0, le=1.0)
+    response_format: ResponseFormat = "json"
+    timestamp_granularities: list[Granularity] = Field(default_factory=list, max_length=2)
+    stream: bool = False
+    chunking_strategy: str | None = None
+
+    @field_validator("language", "prompt", "chunking_strategy", mode="before")
+    @classmethod
+    def _blank_is_none(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @property
+    def wants_segments(self) -> bool:
+        """Segment times are needed: subtitles, or verbose JSON."""
+        return self.response_format in ("srt", "vtt", "verbose_json")

@@ -1,0 +1,39 @@
+"""Window planning: windows cover the clip exactly, fit the limit, and cut in the pauses."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+import numpy as np
+import pytest
+
+from gateway.families._audio_windows import SAMPLE_RATE, plan_windows
+from tests.audio_samples import speech_like
+
+
+def test_short_audio_is_one_window() -> None:
+    windows = plan_windows(np.ones(SAMPLE_RATE * 5, np.float32), 30.0)
+    assert [(w.start, w.end) for w in windows] == [(0, SAMPLE_RATE * 5)]
+
+
+@pytest.mark.parametrize(("seconds", "limit"), [(95.0, 30.0), (61.0, 10.0), (30.5, 30.0)])
+def test_windows_tile_the_clip_within_the_limit(seconds: float, limit: float) -> None:
+    samples = speech_like(seconds, seed=int(seconds))
+    windows = plan_windows(samples, limit)
+    assert windows[0].start == 0 and windows[-1].end == samples.size
+    assert all(a.end == b.start for a, b in pairwise(windows))
+    assert all(0 < w.duration_s <= limit for w in windows)
+    assert [w.index for w in windows] == list(range(len(windows)))
+    assert len(windows) <= int(seconds / (limit * 0.7)) + 1
+
+
+def test_cuts_fall_in_the_quietest_stretch() -> None:
+    loud = np.sin(np.arange(SAMPLE_RATE * 40) * 0.3).astype(np.float32)
+    loud[SAMPLE_RATE * 25 : SAMPLE_RATE * 26] = 0.0  # a one-second pause at 25 s
+    windows = plan_windows(loud, 30.0)
+    assert 25.0 <= windows[0].end_s <= 26.0
+
+
+def test_a_tiny_limit_is_refused() -> None:
+    with pytest.raises(ValueError, match="at least"):
+        plan_windows(np.zeros(10), 0.5)

@@ -1,0 +1,99 @@
+"""Transcript bodies (json, text, srt, vtt, verbose_json) and the streamed delta events."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+from gateway.errors import UpstreamFailed
+from gateway.streaming.transcript import (
+    StrippedDeltas,
+    TimedSegment,
+    Transcript,
+    json_body,
+    srt_body,
+    sse_events,
+    text_body,
+    timestamp,
+    verbose_body,
+    vtt_body,
+)
+
+TRANSCRIPT = Transcript(
+    task="transcribe",
+    language="english",
+    duration=3725.25,
+    text="Hello there. General Kenobi!",
+    segments=(
+        TimedSegment(0, 0, 0.0, 1.5, " Hello there.", (1, 2)),
+        TimedSegment(1, 372000, 3721.04, 3725.25, " General Kenobi!", (3,)),
+    ),
+)
+
+
+def test_timestamps_in_both_subtitle_styles() -> None:
+    assert timestamp(3721.04, ",") == "01:02:01,040"
+    assert timestamp(0.0005, ".") == "00:00:00.000"
+    assert timestamp(59.9996, ".") == "00:01:00.000"
+
+
+def test_srt_and_vtt() -> None:
+    assert srt_body(TRANSCRIPT) == (
+        "1\n00:00:00,000 --> 00:00:01,500\nHello there.\n\n"
+        "2\n01:02:01,040 --> 01:02:05,250\nGeneral Kenobi!\n"
+    )
+    assert vtt_body(TRANSCRIPT) == (
+        "WEBVTT\n\n00:00:00.000 --> 00:00:01.500\nHello there.\n\n"
+        "01:02:01.040 --> 01:02:05.250\nGeneral Kenobi!\n"
+    )
+
+
+def test_json_text_and_verbose() -> None:
+    assert json_body(TRANSCRIPT) == {
+        "text": TRANSCRIPT.text,
+        "usage": {"type": "duration", "seconds": 3726},
+    }
+    assert text_body(TRANSCRIPT) == TRANSCRIPT.text + "\n"
+    verbose = verbose_body(TRANSCRIPT)
+    assert verbose["task"] == "transcribe" and verbose["duration"] == 3725.25
+    segment = verbose["segments"][1]
+    assert segment["seek"] == 372000 and segment["start"] == 3721.04
+    assert segment["tokens"] == [3] and segment["compression_ratio"] > 0
+    assert {"avg_logprob", "no_speech_prob", "temperature"} <= segment.keys()
+
+
+def test_stripped_deltas_join_to_the_stripped_windows() -> None:
+    deltas = StrippedDeltas()
+    out: list[str] = []
+    for window in ([" Hel", "lo  ", " world ", "\n"], ["   "], [" Next", " one. "]):
+        deltas.separate()
+        out.extend(deltas.feed(piece) for piece in window)
+    assert "".join(out) == "Hello   world Next one."
+
+
+def _events(payloads: list[bytes]) -> list[dict]:
+    return [json.loads(p.removeprefix(b"data: ")) for p in payloads]
+
+
+async def _items(*items: object) -> AsyncIterator:
+    for item in items:
+        if isinstance(item, Exception):
+            raise item
+        yield item
+
+
+async def test_sse_deltas_then_done() -> None:
+    events = _items(" there.", TRANSCRIPT)
+    frames = [frame async for frame in sse_events("Hello", events)]
+    assert _events(frames) == [
+        {"type": "transcript.text.delta", "delta": "Hello"},
+        {"type": "transcript.text.delta", "delta": " there."},
+        {"type": "transcript.text.done", "text": TRANSCRIPT.text,
+         "usage": {"type": "duration", "seconds": 3726}},
+    ]  # fmt: skip
+
+
+async def test_an_error_after_the_first_byte_is_an_error_event() -> None:
+    events = _items(UpstreamFailed("window 2 failed"))
+    frames = [frame async for frame in sse_events("Hello", events)]
+    assert _events(frames)[-1]["error"]["code"] == "upstream_failed"
