@@ -27,7 +27,8 @@ _CLIENT_FAULT = re.compile(
     r"exceed|too (long|many|large)|invalid|must be|out of range|not supported|unsupported",
     re.IGNORECASE,
 )
-_COUNTERS = ("num_input_tokens", "num_output_tokens", "kv_cache_reused_blocks")
+_COUNTERS = frozenset({"num_input_tokens", "num_output_tokens", "kv_cache_reused_blocks"})
+_INT_WIDTHS = {"INT32": 4, "INT64": 8, "UINT32": 4, "UINT64": 8, "INT16": 2, "INT8": 1}
 
 
 @dataclass(frozen=True)
@@ -67,21 +68,61 @@ def is_final(result: grpcclient.InferResult) -> bool:
 
 
 def _response(result: grpcclient.InferResult) -> TritonResponse:
+    """Read one response straight from its protobuf: called once per token.
+
+    ``InferResult.as_numpy`` scans every output and builds numpy arrays (an object array
+    for BYTES) for each name asked; here one pass over the outputs decodes the first
+    length-prefixed string of ``text_output`` and the counters from Triton's raw contents.
+    An output sent another way (typed ``contents``, unusual in Triton's answers) falls back
+    to ``as_numpy``.
+    """
     raw = result.get_response()
     final_param = raw.parameters.get("triton_final_response")
     final = bool(final_param.bool_param) if final_param is not None else False
-    text_array = result.as_numpy("text_output")
+    contents = raw.raw_output_contents
     text = ""
-    has_output = text_array is not None
-    if text_array is not None and text_array.size:
-        value = text_array.reshape(-1)[0]
-        text = value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
+    has_output = False
     counters: dict[str, int] = {}
-    for name in _COUNTERS:
-        array = result.as_numpy(name)
-        if array is not None and array.size:
-            counters[name] = int(np.asarray(array).reshape(-1)[0])
+    for index, output in enumerate(raw.outputs):
+        name = output.name
+        if name == "text_output":
+            has_output = True
+            text = _first_string(contents[index]) if index < len(contents) else _text_of(result)
+        elif name in _COUNTERS:
+            value = _first_int(contents[index], output.datatype) if index < len(contents) else None
+            if value is None:
+                value = _int_of(result, name)
+            if value is not None:
+                counters[name] = value
     return TritonResponse(text=text, final=final, has_output=has_output, counters=counters)
+
+
+def _first_string(data: bytes) -> str:
+    """The first element of a serialised BYTES tensor (4-byte little-endian length, bytes)."""
+    if len(data) < 4:
+        return ""
+    size = int.from_bytes(data[:4], "little")
+    return data[4 : 4 + size].decode("utf-8", errors="replace")
+
+
+def _first_int(data: bytes, datatype: str) -> int | None:
+    width = _INT_WIDTHS.get(datatype)
+    if width is None or len(data) < width:
+        return None
+    return int.from_bytes(data[:width], "little", signed=not datatype.startswith("U"))
+
+
+def _text_of(result: grpcclient.InferResult) -> str:
+    array = result.as_numpy("text_output")
+    if array is None or not array.size:
+        return ""
+    value = array.reshape(-1)[0]
+    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def _int_of(result: grpcclient.InferResult, name: str) -> int | None:
+    array = result.as_numpy(name)
+    return int(np.asarray(array).reshape(-1)[0]) if array is not None and array.size else None
 
 
 class TritonClient:
