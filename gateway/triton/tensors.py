@@ -11,6 +11,7 @@ axes gains leading image axes after the batch axis, one with more loses single o
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -88,6 +89,19 @@ def _tensor(name: str, datatype: str, array: np.ndarray) -> grpcclient.InferInpu
     return tensor
 
 
+@functools.lru_cache(maxsize=1024)
+def _scalar_tensor(
+    name: str, datatype: str, np_dtype: type, value: object
+) -> grpcclient.InferInput:
+    """A scalar [1, 1] tensor, built once per distinct value and then shared by requests.
+
+    Most scalars repeat on every request (flags, sampling defaults, end and pad ids); an
+    ``InferInput`` is only read when a request is serialised, so one object serves them all
+    and saves building about ten of them (numpy array, protobuf) per request.
+    """
+    return _tensor(name, datatype, np.array([[value]], dtype=np_dtype))
+
+
 def build_inputs(
     request: GenerationRequest, contract: ModelContract
 ) -> list[grpcclient.InferInput]:
@@ -99,14 +113,14 @@ def build_inputs(
         name = contract.input_name(field_name)
         if value is None or name is None:
             continue
-        inputs.append(_tensor(name, datatype, np.array([[value]], dtype=np_dtype)))
+        inputs.append(_scalar_tensor(name, datatype, np_dtype, value))
     if request.stop_words and contract.declares("stop_words"):
         words = np.array([[w.encode("utf-8") for w in request.stop_words]], dtype=np.object_)
         inputs.append(_tensor("stop_words", "BYTES", words))
     flags = {"stream": request.stream, **dict.fromkeys(request.extra_flags, True)}
     for flag, value in flags.items():
         if contract.declares(flag):
-            inputs.append(_tensor(flag, "BOOL", np.array([[value]], dtype=np.bool_)))
+            inputs.append(_scalar_tensor(flag, "BOOL", np.bool_, value))
     if request.decoder_text_input is not None and contract.declares("decoder_text_input"):
         prompt = np.array([[request.decoder_text_input.encode("utf-8")]], dtype=np.object_)
         inputs.append(_tensor("decoder_text_input", "BYTES", prompt))

@@ -149,3 +149,14 @@ def test_old_ensemble_image_dims_take_one_image_and_refuse_two() -> None:
     with pytest.raises(InvalidRequest, match="one image per request") as info:
         build_inputs(GenerationRequest("x", 1, images=("image_input", two)), old)
     assert info.value.status_code == 400
+
+
+def test_repeated_scalars_share_one_tensor_and_distinct_values_do_not() -> None:
+    first = by_name(build_inputs(GenerationRequest("a", 5, temperature=0.5), contract()))
+    second = by_name(build_inputs(GenerationRequest("b", 5, temperature=0.7), contract()))
+    assert first["max_tokens"] is second["max_tokens"]  # built once, read-only when sent
+    assert first["stream"] is second["stream"]
+    assert first["temperature"] is not second["temperature"]
+    assert first["text_input"] is not second["text_input"]
+    temperatures = [t["temperature"]._get_content() for t in (first, second)]
+    assert temperatures == [np.float32(v).tobytes() for v in (0.5, 0.7)]
