@@ -3,15 +3,17 @@
 aiperf lives in its own environment (``build/bench/aiperf-venv``, see ``peers.py`` for why).
 It generates synthetic prompts and PNG images, sends them as ``data:`` URLs in OpenAI chat
 requests with ``stream: true``, and reports TTFT, inter-token latency and throughput. Two
-things make it work offline here: ``--tokenizer builtin`` (tiktoken's o200k_base shipped in
-the package, so no Hugging Face download) and serving model ``loadgen`` from the LLaVA
-family, so every image is fetched, decoded and preprocessed by the gateway as for a real
-LLaVA before the fixture streams its tokens.
+things make it work offline here: a local tokenizer (aiperf counts tokens with one; its
+``builtin`` choice downloads tiktoken's table, and Hugging Face names need the Hub), written
+by the reference kit's tiny BPE trainer into the run folder; and serving model ``loadgen``
+from the LLaVA family, so every image is decoded and preprocessed by the gateway as for a
+real LLaVA before the fixture streams its tokens.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import time
 from pathlib import Path
@@ -40,7 +42,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--out", type=Path, help="result folder (default build/bench/aiperf-<time>)")
 
 
-def command(bin_dir: Path, url: str, args: argparse.Namespace, artifacts: Path) -> list[str]:
+def write_tokenizer(folder: Path) -> Path:
+    """A Hugging Face tokenizer folder aiperf can load offline (the reference kit's tiny BPE)."""
+    from server_repo.reference_kit.tiny_tokenizer import SpecialTokens, build_hf_tokenizer
+
+    special = SpecialTokens(bos="<s>", eos="</s>", unk="<unk>", pad="<pad>", extra=(), add_bos=True)
+    build_hf_tokenizer(special).save_pretrained(folder)
+    return folder
+
+
+def command(
+    bin_dir: Path, url: str, args: argparse.Namespace, artifacts: Path, tokenizer: Path
+) -> list[str]:
     """The aiperf command line: the one bench/README.md documents."""
     return [
         str(bin_dir / "aiperf"),
@@ -49,8 +62,9 @@ def command(bin_dir: Path, url: str, args: argparse.Namespace, artifacts: Path) 
         "--url", url,
         "--endpoint-type", "chat",
         "--streaming",
+        "--use-server-token-count",
         "--api-key", API_KEY,
-        "--tokenizer", "builtin",
+        "--tokenizer", str(tokenizer),
         "--image-batch-size", str(args.images),
         "--image-width-mean", str(args.image_size),
         "--image-height-mean", str(args.image_size),
@@ -78,7 +92,10 @@ async def run(args: argparse.Namespace) -> int:
     try:
         await set_token_interval(triton, args.interval_us)
         gateway = start_gateway(triton, out, parse_cpus(args.gateway_cpu))
-        argv = command(bin_dir, f"http://127.0.0.1:{gateway.port}", args, out / "artifacts")
+        tokenizer = write_tokenizer(out / "tokenizer")
+        argv = command(
+            bin_dir, f"http://127.0.0.1:{gateway.port}", args, out / "artifacts", tokenizer
+        )
         say("running: " + " ".join(argv))
         code = subprocess.run(argv, cwd=out, check=False).returncode
     finally:
@@ -86,4 +103,26 @@ async def run(args: argparse.Namespace) -> int:
             gateway.stop()
         await triton.stop()
     say(f"aiperf exited with {code}; artifacts in {out / 'artifacts'}")
+    for line in summary(out / "artifacts" / "profile_export_aiperf.json"):
+        print(line, flush=True)
     return code
+
+
+SUMMARY = (
+    "time_to_first_token", "inter_token_latency", "request_throughput",
+    "output_token_throughput", "num_images", "output_sequence_length",
+)  # fmt: skip
+
+
+def summary(export: Path) -> list[str]:
+    """The few figures worth a glance from aiperf's JSON export (nothing if it is missing)."""
+    if not export.is_file():
+        return []
+    figures = json.loads(export.read_text())
+    lines = []
+    for name in SUMMARY:
+        metric = figures.get(name)
+        if isinstance(metric, dict):
+            parts = [f"{k} {metric[k]:.2f}" for k in ("avg", "p50", "p99") if metric.get(k)]
+            lines.append(f"{name:>24}: {', '.join(parts)} {metric.get('unit', '')}")
+    return lines
