@@ -8,9 +8,10 @@ at 1e-10, clamped again to (max - 8), then ``(x + 4) / 4``. One 30 s window is 4
 samples -> 3000 frames.
 
 Why not Hugging Face's ``WhisperFeatureExtractor`` (numpy path)? It computes one FFT per frame
-in a Python loop. Here every frame is a strided view of the padded signal, one batched
-``rfft`` transforms them all, and the filterbank is one float32 matrix product: several times
-faster on one 30 s window (``python -m bench.mel``).
+in a Python loop. Here every frame is a strided view of the padded signal, frames are
+transformed in cache-sized batches of one ``rfft`` each (split between two threads: numpy's
+FFT releases the GIL), and the filterbank is one float32 matrix product: several times faster
+on one 30 s window (``python -m bench.mel``).
 
 The filterbank is computed, not loaded: it is librosa's ``filters.mel(sr=16000, n_fft=400,
 n_mels=n)`` (Slaney mel scale, Slaney area normalisation), which is what OpenAI saved into
@@ -20,7 +21,9 @@ the ``openai-whisper`` package (and its torch) at run time.
 
 from __future__ import annotations
 
+import threading
 from functools import lru_cache
+from itertools import pairwise
 
 import numpy as np
 
@@ -42,6 +45,7 @@ CHUNK_SAMPLES = 30 * SAMPLE_RATE  # one encoder window: 480000 samples
 N_FRAMES = CHUNK_SAMPLES // HOP_LENGTH  # 3000 mel frames
 SUPPORTED_MELS = (80, 128)
 _LOG_FLOOR = 1e-10
+_CHUNK = 128  # frames per FFT batch: ~0.4 MB of float64 work, cache-sized
 
 # Slaney's mel scale: linear below 1 kHz, logarithmic above (librosa's htk=False).
 _F_SP = 200.0 / 3
@@ -92,21 +96,59 @@ def _hann_window() -> np.ndarray:
     return window
 
 
-def _power_spectrum(samples: np.ndarray, frames: int) -> np.ndarray:
-    """``[frames, 201]`` power of the centred STFT, without its last frame (OpenAI's)."""
-    half = N_FFT // 2
-    padded = np.pad(samples.astype(np.float64, copy=False), (half, half), mode="reflect")
-    strided = np.lib.stride_tricks.sliding_window_view(padded, N_FFT)[::HOP_LENGTH]
-    spectrum = np.fft.rfft(strided[:frames] * _hann_window(), axis=-1)
-    return (spectrum.real**2 + spectrum.imag**2).astype(np.float32)
+def _power_rows(padded: np.ndarray, first: int, last: int, out: np.ndarray) -> None:
+    """Power spectrum of frames ``[first, last)`` into ``out[first:last]``, in cache-sized chunks.
+
+    Frame i is ``padded[160 i : 160 i + 400]``, a strided view (no copy). Per chunk: the Hann
+    window into one reused buffer, a batched ``rfft``, the power written in place over the
+    spectrum. Chunks keep the working set in cache, worth about 2x over whole-array passes.
+    """
+    frames = np.lib.stride_tricks.sliding_window_view(padded, N_FFT)[::HOP_LENGTH]
+    window = _hann_window()
+    buffer = np.empty((_CHUNK, N_FFT))
+    for start in range(first, last, _CHUNK):
+        stop = min(last, start + _CHUNK)
+        rows = buffer[: stop - start]
+        np.multiply(frames[start:stop], window, out=rows)
+        spectrum = np.fft.rfft(rows, axis=-1)
+        squares = np.square(spectrum.view(np.float64), out=spectrum.view(np.float64))
+        np.add(squares[:, 0::2], squares[:, 1::2], out=out[start:stop], casting="same_kind")
 
 
-def log_mel(samples: np.ndarray, n_mels: int = 80, frames: int | None = N_FRAMES) -> np.ndarray:
+def _power_spectrum(padded: np.ndarray, count: int, threads: int) -> np.ndarray:
+    """``[count, 201]`` float32 power, the frames split between ``threads`` threads."""
+    power = np.empty((count, N_FFT // 2 + 1), np.float32)
+    parts = max(1, min(threads, count // _CHUNK + 1))
+    spans = list(pairwise(int(b) for b in np.linspace(0, count, parts + 1)))
+    failures: list[BaseException] = []
+
+    def part(first: int, last: int) -> None:
+        try:
+            _power_rows(padded, first, last, power)
+        except BaseException as exc:  # re-raised below: a lost helper would leave rows unset
+            failures.append(exc)
+
+    helpers = [threading.Thread(target=part, args=span) for span in spans[1:]]
+    for helper in helpers:
+        helper.start()
+    part(*spans[0])
+    for helper in helpers:
+        helper.join()
+    if failures:
+        raise failures[0]
+    return power
+
+
+def log_mel(
+    samples: np.ndarray, n_mels: int = 80, frames: int | None = N_FRAMES, threads: int = 2
+) -> np.ndarray:
     """Log-mel features ``[n_mels, frames]`` (float32) of 16 kHz mono ``samples``.
 
     ``frames`` (default 3000, one encoder window) pads the audio with zeros or trims it to
     ``frames * 160`` samples first, as OpenAI's ``pad_or_trim`` + ``padding=N_SAMPLES`` do for
     a window; None keeps every frame of the audio as given (``len(samples) // 160``).
+    ``threads``: the frames are split between this many threads (numpy's FFT and matrix
+    product release the GIL); 1 computes everything on the calling thread.
     """
     audio = np.asarray(samples, dtype=np.float32).reshape(-1)
     if frames is not None:
@@ -115,11 +157,11 @@ def log_mel(samples: np.ndarray, n_mels: int = 80, frames: int | None = N_FRAMES
     count = audio.size // HOP_LENGTH
     if count < 1 or audio.size <= N_FFT // 2:
         raise ValueError("the audio is too short for one mel frame")
-    power = _power_spectrum(audio, count)
-    mel = mel_filters(n_mels) @ power.T
+    padded = np.pad(audio, (N_FFT // 2, N_FFT // 2), mode="reflect")
+    mel = mel_filters(n_mels) @ _power_spectrum(padded, count, threads).T
     log_spec = np.log10(np.maximum(mel, _LOG_FLOOR))
     log_spec = np.maximum(log_spec, log_spec.max() - 8.0)
-    return ((log_spec + 4.0) / 4.0).astype(np.float32, copy=False)
+    return (log_spec + 4.0) / 4.0
 
 
 def to_encoder_input(features: np.ndarray) -> np.ndarray:

@@ -1,10 +1,11 @@
+import re
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
 from gateway.cli import _parser, settings_from_args
-from gateway.config import load_settings
+from gateway.config import ServedModel, WhisperOptions, load_settings
 
 
 def test_defaults_serve_the_embedded_reference_models() -> None:
@@ -64,3 +65,14 @@ def test_cli_triton_url_disables_the_embedded_server() -> None:
     assert all(m.triton_url == "10.0.0.5:8001" for m in settings.models)
     assert not settings.needs_embedded
     assert settings.server.port == 8100
+
+
+def test_whisper_options_load_from_toml_and_belong_to_whisper(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = next(b for b in re.findall(r"```toml\n(.*?)```", readme, flags=re.S) if "whisper" in b)
+    config = tmp_path / "gateway.toml"
+    config.write_text(block)
+    whisper = load_settings(config).models[0].whisper
+    assert whisper is not None and whisper.n_mels == 128 and whisper.max_sequence_tokens == 114
+    with pytest.raises(ValueError, match="family 'whisper'"):
+        ServedModel(id="x", family="llava", triton_model="m", whisper=WhisperOptions())

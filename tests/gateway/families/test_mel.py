@@ -48,6 +48,13 @@ def test_log_mel_agrees_with_openai_whisper(n_mels: int, seconds: float) -> None
     assert np.abs(wire[0].T.astype(np.float32) - reference).max() < 1e-3
 
 
+def test_threads_split_the_frames_without_changing_the_result() -> None:
+    samples = speech_like(20.0, seed=4)
+    single = log_mel(samples, threads=1)
+    for threads in (2, 7):  # BLAS may round a differently sized block differently: 1e-6
+        np.testing.assert_allclose(log_mel(samples, threads=threads), single, atol=1e-6)
+
+
 def test_longer_audio_is_trimmed_to_one_window_unless_frames_is_none() -> None:
     samples = speech_like(31.0, seed=3)
     assert log_mel(samples).shape == (80, 3000)
