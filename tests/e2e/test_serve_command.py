@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from gateway.config import default_models
 from gateway.triton.embedded import free_loopback_port
 
 pytestmark = pytest.mark.e2e
@@ -53,10 +54,7 @@ async def test_mmgw_serve_co_launches_triton_and_answers(reference_cache: Path) 
         await wait_healthy(url, process, timeout_s=300)
         async with httpx.AsyncClient(base_url=url, timeout=120, trust_env=False) as http:
             models = (await http.get("/v1/models")).json()
-            assert [m["id"] for m in models["data"]] == [
-                "reference-llava",
-                "reference-llava-onevision",
-            ]
+            assert [m["id"] for m in models["data"]] == [m.id for m in default_models()]
             answer = await http.post(
                 "/v1/chat/completions",
                 json={
