@@ -228,3 +228,30 @@ async def test_bad_fields_get_4xx_openai_errors(
         response = await http.post("/v1/audio/transcriptions", data=fields, files=files)
     assert 400 <= response.status_code < 500
     assert response.json()["error"]["code"] == code
+
+
+async def _whisper_tokens(triton: EmbeddedTriton) -> float:
+    async with httpx.AsyncClient(trust_env=False) as http:
+        text = (await http.get(f"http://127.0.0.1:{triton.metrics_port}/metrics")).text
+    pattern = r'^mmgw_reference_generated_tokens_total\{model="reference_whisper"\} (\S+)$'
+    match = re.search(pattern, text, re.M)
+    return float(match.group(1)) if match else 0.0
+
+
+async def test_leaving_a_stream_cancels_the_windows_in_triton(
+    speech_url: str, embedded_triton: EmbeddedTriton
+) -> None:
+    files = {"file": ("long.flac", encode(speech_like(95.0, 11), "flac"), "audio/flac")}
+    fields = {"model": DIRECT, "stream": "true"}
+    async with (
+        httpx.AsyncClient(base_url=speech_url, timeout=60) as http,
+        http.stream("POST", "/v1/audio/transcriptions", data=fields, files=files) as response,
+    ):
+        assert response.status_code == 200
+        async for line in response.aiter_lines():
+            if "transcript.text.delta" in line:
+                break
+    await asyncio.sleep(1.0)
+    settled = await _whisper_tokens(embedded_triton)
+    await asyncio.sleep(1.0)
+    assert await _whisper_tokens(embedded_triton) == settled, "windows kept decoding"
