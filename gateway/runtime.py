@@ -21,7 +21,7 @@ from gateway.media.offload import Offloader, OffloadLimits
 from gateway.observability.metrics import GatewayMetrics
 from gateway.pipeline.lora import LoraLedger
 from gateway.triton.client import TritonClient
-from gateway.triton.contract import REQUIRED_INPUTS, ModelContract
+from gateway.triton.contract import ModelContract
 from gateway.triton.embedded import EmbeddedTriton
 
 log = logging.getLogger(__name__)
@@ -43,8 +43,9 @@ class ServedRuntime:
         if self.contract is None:
             async with self._lock:
                 if self.contract is None:
-                    required = getattr(self.family, "required_inputs", REQUIRED_INPUTS)
-                    self.contract = await self.client.contract(self.config.triton_model, required)
+                    self.contract = await self.client.contract(
+                        self.config.triton_model, self.family.required_inputs
+                    )
         return self.contract
 
     @property

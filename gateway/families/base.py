@@ -17,6 +17,7 @@ import numpy as np
 from PIL import Image
 
 from gateway.errors import InvalidRequest, TooManyMediaItems
+from gateway.triton.contract import REQUIRED_INPUTS
 
 Role = Literal["system", "user", "assistant"]
 ImageTensorName = Literal["image_input", "image_bytes_input"]
@@ -76,6 +77,8 @@ class Family:
     # Strings the server tokenizer turns into structure (image slots, turn markers). User
     # text carrying them could forge turns or desynchronise image features: refused.
     reserved_markers: ClassVar[tuple[str, ...]] = ()
+    # Inputs the Triton model must declare to serve this family (read at start-up).
+    required_inputs: ClassVar[tuple[str, ...]] = REQUIRED_INPUTS
     # What the architecture can take, checked before any fetch (``check_conversation``):
     # an encoder whose output is the decoder's only context needs an image (or a video);
     # ``max_images`` is the most the model handles in one request (None: the engine decides,
