@@ -231,6 +231,9 @@ async def transcribe(
     except GatewayError as exc:
         record.error_code = exc.code
         raise
+    except (GeneratorExit, asyncio.CancelledError):
+        record.cancelled = True  # the client left: the windows' Triton calls are cancelled
+        raise
     finally:
         for task in tasks:
             task.cancel()
