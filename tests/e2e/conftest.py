@@ -80,6 +80,20 @@ def media_server() -> Iterator[MediaServer]:
         server.shutdown()
 
 
+# The other families' tiny reference models (server_repo/reference/reference_<family>).
+REFERENCE_FAMILIES = (
+    "blip2_opt",
+    "blip2_t5",
+    "llava_next",
+    "mllama",
+    "qwen2_vl",
+    "kosmos2",
+    "fuyu",
+    "deplot",
+    "nougat",
+)
+
+
 def e2e_settings(triton: EmbeddedTriton) -> Settings:
     models = [
         ServedModel(
@@ -96,6 +110,16 @@ def e2e_settings(triton: EmbeddedTriton) -> Settings:
             triton_url=triton.grpc_url,
             end_id="server",
         ),
+    ]
+    models += [
+        ServedModel(
+            id=f"reference-{family.replace('_', '-')}",
+            family=family,
+            triton_model=f"reference_{family}",
+            triton_url=triton.grpc_url,
+            end_id="server",
+        )
+        for family in REFERENCE_FAMILIES
     ]
     return Settings(
         models=models,

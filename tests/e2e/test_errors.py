@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.e2e.conftest import MediaServer
+from tests.e2e.conftest import REFERENCE_FAMILIES, MediaServer
 
 pytestmark = pytest.mark.e2e
 
@@ -131,5 +131,7 @@ async def test_service_keeps_serving_after_bad_requests(http: httpx.AsyncClient)
 
 async def test_models_and_health(http: httpx.AsyncClient) -> None:
     models = (await http.get("/v1/models")).json()
-    assert {m["id"] for m in models["data"]} == {"reference-llava", "reference-llava-onevision"}
+    served = {m["id"] for m in models["data"]}
+    families = {f"reference-{family.replace('_', '-')}" for family in REFERENCE_FAMILIES}
+    assert {"reference-llava", "reference-llava-onevision", *families} <= served
     assert (await http.get("/health")).status_code == 200

@@ -1,0 +1,100 @@
+"""Every family with a tiny reference model, end to end: the OpenAI SDK, the gateway, Triton.
+
+For each family a chat with one image goes through the real gateway, streamed and not, and
+the greedy answer must equal the same tiny model run in-process on what the gateway should
+have sent: the family's rendering of the conversation and its pixel preprocessing of the same
+image bytes (plus the image size for LLaVA-NeXT). A wrong template, tensor name, layout,
+dtype or relay shows up as different text or a different prompt length.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from openai import AsyncOpenAI
+
+from gateway.families.base import Conversation, Turn
+from gateway.families.registry import get_family
+from gateway.media.image import ImageLimits, decode_image
+from server_repo.reference_kit import Completion, GenerationRequest, ReferenceEngine, load_engine
+from tests.e2e.conftest import REFERENCE_FAMILIES, MediaServer
+
+pytestmark = pytest.mark.e2e
+
+QUESTIONS = {"mllama": "What is in this picture?", "kosmos2": "<grounding>An image of"}
+MAX_TOKENS = 8
+
+
+def expected_request(family_name: str, question: str, image: bytes) -> GenerationRequest:
+    """What the gateway should send for one user turn with one image, as a kit request."""
+    family = get_family(family_name)
+    text = family.render(Conversation(None, (Turn("user", question, 1),)))
+    decoded = decode_image(image, ImageLimits())
+    images = family.stack_images([family.prepare_image(decoded)])[0]
+    sizes = family.image_sizes([(decoded.height, decoded.width)])
+    return GenerationRequest(
+        text_input=text,
+        images=images,
+        image_sizes=None if sizes is None else sizes[0],
+        max_tokens=MAX_TOKENS,
+        temperature=0.0,
+        top_k=1,
+    )
+
+
+@pytest.fixture(scope="module")
+def engines(reference_cache: Path) -> dict[str, ReferenceEngine]:
+    return {}
+
+
+async def in_process(
+    engines: dict[str, ReferenceEngine], cache: Path, family: str, request: GenerationRequest
+) -> Completion:
+    if family not in engines:
+        engines[family] = await asyncio.to_thread(
+            load_engine, family, cache_dir=cache, device="cpu"
+        )
+    return await asyncio.to_thread(engines[family].complete, request)
+
+
+@pytest.mark.parametrize("family", REFERENCE_FAMILIES)
+async def test_family_answers_like_the_in_process_model(
+    gateway_url: str,
+    media_server: MediaServer,
+    reference_cache: Path,
+    engines: dict[str, ReferenceEngine],
+    family: str,
+) -> None:
+    question = QUESTIONS.get(family, "Describe the picture.")
+    messages = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": question},
+                {"type": "image_url", "image_url": {"url": media_server.url("blue.jpg")}},
+            ],
+        }
+    ]
+    model = f"reference-{family.replace('_', '-')}"
+    client = AsyncOpenAI(base_url=f"{gateway_url}/v1", api_key="unused", max_retries=0, timeout=120)
+    options = {"model": model, "messages": messages, "max_tokens": MAX_TOKENS, "temperature": 0}
+    response = await client.chat.completions.create(**options)
+    stream = await client.chat.completions.create(
+        **options, stream=True, stream_options={"include_usage": True}
+    )
+    deltas, usage = [], None
+    async for chunk in stream:
+        if chunk.choices:
+            deltas.append(chunk.choices[0].delta.content or "")
+        elif chunk.usage:
+            usage = chunk.usage
+
+    request = expected_request(family, question, media_server.files["blue.jpg"][0])
+    completion = await in_process(engines, reference_cache, family, request)
+    assert len(completion.token_ids) > 1, "the oracle must produce a non-trivial answer"
+    assert response.choices[0].message.content == "".join(deltas) == completion.text
+    for counted in (response.usage, usage):
+        assert counted.completion_tokens == len(completion.token_ids)
+        assert counted.prompt_tokens == completion.stats.input_tokens
