@@ -53,6 +53,7 @@ class Options:
     out: Path
     wait_quiet_min: float
     quiet_load: float
+    gateway_source: Path | None = None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -71,6 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--out", type=Path, help="result folder (default build/bench/overhead-<time>)")
     add("--wait-quiet", type=float, default=0, help="minutes to wait for a quiet machine")
     add("--quiet-load", type=float, default=1.0, help="1-minute load average deemed quiet")
+    add("--gateway-source", type=Path, help="run the gateway of another checkout (before/after)")
 
 
 def options_from(args: argparse.Namespace) -> Options:
@@ -89,6 +91,7 @@ def options_from(args: argparse.Namespace) -> Options:
         out=args.out or REPO_ROOT / "build" / "bench" / f"overhead-{stamp}",
         wait_quiet_min=args.wait_quiet,
         quiet_load=args.quiet_load,
+        gateway_source=args.gateway_source,
     )
 
 
@@ -223,7 +226,9 @@ async def run(opts: Options) -> int:
     pool = None
     try:
         say(f"starting the gateway pinned to CPU {opts.gateway_cpus} ...")
-        proxies["gateway"] = start_gateway(triton, opts.out, opts.gateway_cpus)
+        proxies["gateway"] = start_gateway(
+            triton, opts.out, opts.gateway_cpus, source=opts.gateway_source
+        )
         if "litellm" in opts.modes:
             say("starting LiteLLM (same CPU) ...")
             proxies["litellm"] = start_litellm(triton.http_url, opts.out, opts.gateway_cpus)

@@ -133,6 +133,7 @@ def start_service(
     log_path: Path,
     cpus: set[int] | None,
     env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
 ) -> Service:
     """Start ``command`` in its own session, pinned to ``cpus``, its output to ``log_path``."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -148,6 +149,7 @@ def start_service(
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
         env=dict(env) if env is not None else None,
+        cwd=cwd,
         start_new_session=True,
         preexec_fn=pin,
     )

@@ -8,6 +8,7 @@ its CPU time and memory can be read from ``/proc`` and it can be pinned to one c
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -73,18 +74,28 @@ def start_gateway(
     max_in_flight: int = 4096,
     log_level: str = "info",
     port: int = 0,
+    source: Path | None = None,
 ) -> Service:
-    """``mmgw serve`` in its own process, pinned to ``cpus``, ready when /health says so."""
+    """``mmgw serve`` in its own process, pinned to ``cpus``, ready when /health says so.
+
+    ``source``: run the gateway package of another checkout (a ``git worktree`` of an older
+    commit), for before/after runs under the same conditions.
+    """
     port = port or free_port()
     config = workdir / "gateway.toml"
     config.write_text(gateway_config(triton, port, max_in_flight))
     command = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config)]
+    env = None
+    if source is not None:
+        env = dict(os.environ, PYTHONPATH=str(source.resolve()))
     service = start_service(
         "gateway",
         [*command, "--log-level", log_level],
         port,
         workdir / "gateway.log",
         cpus,
+        env,
+        cwd=source,
     )
     wait_for_http(service, ["/health"], timeout_s=120)
     return service
