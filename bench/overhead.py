@@ -155,7 +155,14 @@ def sampler(triton: EmbeddedTriton, proxies: dict[str, Service]) -> Callable[[],
     """CPU seconds of Triton (with its stub) and of each proxy, read at the barriers."""
     assert triton.pid is not None
     pids = {"triton": triton.pid, **{name: s.pid for name, s in proxies.items()}}
-    return lambda: {name: tree_cpu_seconds(pid) for name, pid in pids.items()}
+
+    def sample() -> dict[str, float]:
+        found: dict[str, float] = {}
+        for name, pid in pids.items():
+            found.update(tree_cpu_seconds(pid, name))
+        return found
+
+    return sample
 
 
 async def measure_all(

@@ -27,8 +27,11 @@ class PhaseWindow:
     before: dict[str, float]
     after: dict[str, float]
 
-    def delta(self, key: str) -> float:
-        return self.after[key] - self.before[key]
+    def delta(self, name: str) -> float:
+        """CPU seconds ``name``'s processes (keys ``name`` or ``name:pid``) used in the window,
+        counting only those alive at both readings."""
+        keys = [k for k in self.after if k == name or k.startswith(f"{name}:")]
+        return sum(self.after[k] - self.before[k] for k in keys if k in self.before)
 
 
 def split(total: int, parts: int) -> list[int]:

@@ -59,13 +59,17 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def tree_cpu_seconds(pid: int) -> float:
-    """CPU seconds of ``pid`` and its live descendants (processes that exit are lost)."""
-    total = 0.0
+def tree_cpu_seconds(pid: int, name: str) -> dict[str, float]:
+    """CPU seconds of ``pid`` and each live descendant, keyed ``name:pid``.
+
+    Keyed per process so a delta can skip processes that came or went in between (Triton
+    replaces its Python-backend stub when the bench reloads the model with another pace).
+    """
+    found = {}
     for member in [pid, *descendants(pid)]:
         with contextlib.suppress(OSError):
-            total += cpu_seconds(member)
-    return total
+            found[f"{name}:{member}"] = cpu_seconds(member)
+    return found
 
 
 def parse_cpus(spec: str) -> set[int] | None:
