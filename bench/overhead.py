@@ -7,7 +7,8 @@ Triton can send), for each concurrency, each path is measured in turn by the wor
 (a) tritonclient gRPC streaming straight to Triton, (b) the gateway's SSE chat completions,
 (c) Triton's ``generate_stream``, (d) LiteLLM's SSE chat completions over Triton's
 ``generate_stream``. The gateway and LiteLLM are pinned to the same core and never run a
-phase at the same time; their CPU seconds come from ``/proc/<pid>/stat``.
+phase at the same time; Triton and the load generator run on the other CPUs (``rest``), so
+they do not steal the proxy's core. CPU seconds come from ``/proc/<pid>/stat``.
 """
 
 from __future__ import annotations
@@ -68,7 +69,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--max-requests", type=int, default=3000, help="requests per phase (bound)")
     add("--workers", type=int, default=2, help="load-generator processes")
     add("--gateway-cpu", default=last_cpu, help="CPU(s) for the gateway and LiteLLM, or all")
-    add("--other-cpus", default="all", help="CPU(s) for Triton and the load generator")
+    add(
+        "--other-cpus",
+        default="rest",
+        help="CPU(s) for Triton and the load generator: rest (all but the gateway's), all, 0,...",
+    )
     add("--out", type=Path, help="result folder (default build/bench/overhead-<time>)")
     add("--wait-quiet", type=float, default=0, help="minutes to wait for a quiet machine")
     add("--quiet-load", type=float, default=1.0, help="1-minute load average deemed quiet")
@@ -87,7 +92,7 @@ def options_from(args: argparse.Namespace) -> Options:
         max_requests=args.max_requests,
         workers=args.workers,
         gateway_cpus=parse_cpus(args.gateway_cpu),
-        other_cpus=parse_cpus(args.other_cpus),
+        other_cpus=other_cpus(args.other_cpus, parse_cpus(args.gateway_cpu)),
         out=args.out or REPO_ROOT / "build" / "bench" / f"overhead-{stamp}",
         wait_quiet_min=args.wait_quiet,
         quiet_load=args.quiet_load,
@@ -98,6 +103,17 @@ def options_from(args: argparse.Namespace) -> Options:
 def loadavg_line() -> str:
     with open("/proc/loadavg", encoding="ascii") as loadavg:
         return loadavg.read().strip()
+
+
+def other_cpus(spec: str, gateway: set[int] | None) -> set[int] | None:
+    """Where Triton and the load generator run; 'rest' keeps them off the gateway's core,
+    so the gateway's figures are those of one core of its own."""
+    if spec != "rest":
+        return parse_cpus(spec)
+    if gateway is None:
+        return None
+    rest = set(range(os.cpu_count() or 1)) - gateway
+    return rest or None
 
 
 def load_average() -> float:
