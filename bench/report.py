@@ -15,6 +15,8 @@ import numpy as np
 from bench.loadgen import PhaseResult
 
 MODES = ("grpc", "gateway", "triton_http", "litellm")
+COLORS = {"grpc": "tab:blue", "gateway": "tab:orange", "triton_http": "tab:green",
+          "litellm": "tab:red"}  # fmt: skip
 LABELS = {
     "grpc": "(a) direct gRPC",
     "gateway": "(b) gateway SSE",
@@ -215,13 +217,13 @@ def plot(rows: Sequence[Measurement], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     panels = [
-        ("paced", "ttft_p50", "TTFT p50 (ms), paced"),
-        ("paced", "itl_p99", "inter-token p99 (ms), paced"),
-        ("flood", "tps", "tokens/s, flood"),
-        ("flood", "proxy_cpu_per_1k", "proxy CPU s per 1k tokens, flood"),
+        ("paced", "ttft_p50", "TTFT p50 (ms, log), paced", True),
+        ("paced", "itl_p99", "inter-token p99 (ms, log), paced", True),
+        ("flood", "tps", "tokens/s, flood", False),
+        ("flood", "proxy_cpu_per_1k", "proxy CPU s per 1k tokens, flood", False),
     ]
     fig, axes = plt.subplots(2, 2, figsize=(9, 6.5), dpi=80)
-    for ax, (profile, key, title) in zip(axes.flat, panels, strict=True):
+    for ax, (profile, key, title, log_y) in zip(axes.flat, panels, strict=True):
         for mode in MODES:
             points = sorted(
                 (r.concurrency, getattr(r, key))
@@ -230,8 +232,10 @@ def plot(rows: Sequence[Measurement], path: Path) -> None:
             )
             if points:
                 xs, ys = zip(*points, strict=True)
-                ax.plot(xs, ys, marker="o", label=LABELS[mode])
+                ax.plot(xs, ys, marker="o", label=LABELS[mode], color=COLORS[mode])
         ax.set_xscale("log", base=2)
+        if log_y:
+            ax.set_yscale("log")
         ax.set_xlabel("concurrent streams")
         ax.set_title(title, fontsize=10)
         ax.grid(True, alpha=0.3)
