@@ -58,7 +58,7 @@ async def test_closing_an_sse_stream_cancels_generation(
         async for line in response.aiter_lines():
             if line.startswith("data: ") and '"content"' in line:
                 chunks += 1
-            if chunks >= 5:
+            if chunks >= 24:  # the model reports tokens in batches of 8
                 break
     assert await generated_tokens(embedded_triton) > before
     await assert_generation_stops(embedded_triton, before)
