@@ -43,7 +43,6 @@ def test_defaults_follow_trt_llm() -> None:
     assert flags == ReturnFlags()
 
 
-
 def test_family_inputs_image_sizes_and_decoder_text() -> None:
     tensors = {
         **BASE,
@@ -55,6 +54,7 @@ def test_family_inputs_image_sizes_and_decoder_text() -> None:
     assert request.image_sizes.tolist() == [[300, 500]]
     assert request.decoder_text == "<s>"
     assert parse_request(BASE, InputNames())[0].decoder_text == ""
+
 
 def test_every_option_is_read_with_the_batch_dim_stripped() -> None:
     pixels = np.zeros((1, 2, 3, 336, 336), np.float16)

@@ -1,6 +1,7 @@
 """Triton entry point for reference_llava_next: a thin adapter over the reference kit.
 
-Tensors in, ``ReferenceEngine`` (LLaVA-NeXT (Mistral) architecture), responses out; all of it lives in
+Tensors in, ``ReferenceEngine`` (LLaVA-NeXT (Mistral) architecture), responses out;
+all of it lives in
 ``server_repo.reference_kit.triton_model``, shared by every reference model.
 """
 

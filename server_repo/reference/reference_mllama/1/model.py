@@ -1,6 +1,7 @@
 """Triton entry point for reference_mllama: a thin adapter over the reference kit.
 
-Tensors in, ``ReferenceEngine`` (Llama-3.2-Vision (mllama) architecture), responses out; all of it lives in
+Tensors in, ``ReferenceEngine`` (Llama-3.2-Vision (mllama) architecture), responses out;
+all of it lives in
 ``server_repo.reference_kit.triton_model``, shared by every reference model.
 """
 

@@ -1,6 +1,7 @@
 """Triton entry point for reference_nougat: a thin adapter over the reference kit.
 
-Tensors in, ``ReferenceEngine`` (Nougat (Swin + mBART, encoder-decoder) architecture), responses out; all of it lives in
+Tensors in, ``ReferenceEngine`` (Nougat: Swin + mBART, encoder-decoder), responses out;
+all of it lives in
 ``server_repo.reference_kit.triton_model``, shared by every reference model.
 """
 
