@@ -84,6 +84,7 @@ async def run(args: argparse.Namespace) -> int:
     out: Path = (
         args.out or REPO_ROOT / "build" / "bench" / f"aiperf-{time.strftime('%Y%m%d-%H%M%S')}"
     )
+    out = out.resolve()  # aiperf runs inside it: every path it gets must be absolute
     out.mkdir(parents=True, exist_ok=True)
     raise_fd_limit()
     bin_dir = ensure_venv("aiperf", AIPERF_REQUIREMENT)

@@ -16,7 +16,7 @@ import json
 import multiprocessing as mp
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing.synchronize import Barrier
 
 from bench.httpstream import (
@@ -52,6 +52,12 @@ class Phase:
     duration_s: float
     requests_per_stream: int
     warmup: bool = True
+    # Users start spread over this many seconds (user k of n waits k/n of it), so requests
+    # of equal length do not arrive in lock-step bursts; ``first``/``total`` place this
+    # worker's users among all of the phase's.
+    stagger_s: float = 0.0
+    first: int = 0
+    total: int = 0
 
 
 @dataclass
@@ -143,7 +149,11 @@ def _grpc_users(target: Target, tokens: int, count: int) -> tuple[list[Request],
     return [request] * count, client
 
 
-async def _run_user(request: Request, phase: Phase, deadline: float, result: PhaseResult) -> None:
+async def _run_user(
+    request: Request, phase: Phase, deadline: float, result: PhaseResult, delay: float = 0.0
+) -> None:
+    if delay:
+        await asyncio.sleep(delay)
     for _ in range(phase.requests_per_stream):
         if time.monotonic() >= deadline:
             return
@@ -170,11 +180,16 @@ async def run_phase(phase: Phase, barrier: Barrier) -> PhaseResult:
     warm = PhaseResult()
     if phase.warmup and requests:
         await asyncio.gather(*(_run_user(r, _once(phase), float("inf"), warm) for r in requests))
-    await _wait(barrier, BARRIER_SLACK_S + phase.duration_s)
+    await _wait(barrier, BARRIER_SLACK_S + phase.duration_s + phase.stagger_s)
     result = PhaseResult()
     deadline = time.monotonic() + phase.duration_s
-    await asyncio.gather(*(_run_user(r, phase, deadline, result) for r in requests))
-    await _wait(barrier, BARRIER_SLACK_S + phase.duration_s)
+    total = max(phase.total, len(requests))
+    delays = [(phase.first + k) / total * phase.stagger_s for k in range(len(requests))]
+    deadline += phase.stagger_s
+    await asyncio.gather(
+        *(_run_user(r, phase, deadline, result, d) for r, d in zip(requests, delays, strict=True))
+    )
+    await _wait(barrier, BARRIER_SLACK_S + phase.duration_s + phase.stagger_s)
     if warm.errors and not result.error_sample:
         result.error_sample = f"warm-up: {warm.error_sample}"
     for close in closers:
@@ -183,7 +198,7 @@ async def run_phase(phase: Phase, barrier: Barrier) -> PhaseResult:
 
 
 def _once(phase: Phase) -> Phase:
-    return Phase(phase.target, phase.streams, phase.tokens, phase.duration_s, 1)
+    return replace(phase, requests_per_stream=1, stagger_s=0.0)
 
 
 def worker_main(commands: mp.Queue, results: mp.Queue, barrier: Barrier) -> None:

@@ -64,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--modes", default=",".join(report.MODES), help="subset of " + ",".join(report.MODES))
     add("--profiles", default="paced,flood", help="paced (tokens --interval-us apart), flood")
     add("--tokens", type=int, default=64, help="tokens per request (max_tokens)")
-    add("--interval-us", type=int, default=10_000, help="token gap of the paced profile")
+    add("--interval-us", type=int, default=30_000, help="token gap of the paced profile")
     add("--duration", type=float, default=4.0, help="seconds per measured phase (bound)")
     add("--max-requests", type=int, default=3000, help="requests per phase (bound)")
     add("--workers", type=int, default=2, help="load-generator processes")
@@ -193,7 +193,10 @@ async def measure_all(
         await set_token_interval(triton, interval)
         for concurrency in opts.concurrency:
             for mode in (m for m in opts.modes if m in available):
-                phase = Phase(available[mode], 0, opts.tokens, opts.duration_s, 1)
+                # Paced requests all last tokens x interval: spread their starts over one
+                # request's length, so arrivals are steady rather than lock-step bursts.
+                stagger = opts.tokens * interval / 1e6
+                phase = Phase(available[mode], 0, opts.tokens, opts.duration_s, 1, True, stagger)
                 window = await pool.run(phase, concurrency, opts.max_requests, sample)
                 proxy = window.delta(mode) if mode in proxies and window.before else None
                 triton_cpu = window.delta("triton") if window.before else float("nan")

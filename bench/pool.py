@@ -79,9 +79,16 @@ class WorkerPool:
         """Run ``phase`` at ``concurrency`` streams; ``sample`` is read as the window opens
         and closes; ``during`` (optional) runs in a thread until it closes."""
         per_stream = max(1, math.ceil(max_requests / concurrency))
+        first = 0
         for queue, share in zip(self.commands, split(concurrency, self.size), strict=True):
-            queue.put(replace(phase, streams=share, requests_per_stream=per_stream))
-        timeout = BARRIER_SLACK_S + phase.duration_s
+            queue.put(
+                replace(
+                    phase, streams=share, requests_per_stream=per_stream, first=first,
+                    total=concurrency,
+                )
+            )  # fmt: skip
+            first += share
+        timeout = BARRIER_SLACK_S + phase.duration_s + phase.stagger_s
         broken = False
         stop = threading.Event()
         watcher = None

@@ -157,16 +157,7 @@ def _find(rows: Sequence[Measurement], profile: str, mode: str, c: int) -> Measu
 
 def goals(rows: Sequence[Measurement], goal_concurrency: int = 64) -> list[str]:
     """The issue's four goals, each with the figure reached and whether it is met."""
-    out: list[str] = []
-    base = _find(rows, "paced", "grpc", goal_concurrency)
-    gw = _find(rows, "paced", "gateway", goal_concurrency)
-    if base and gw:
-        p50, p99 = gw.ttft_p50 - base.ttft_p50, gw.ttft_p99 - base.ttft_p99
-        met = "met" if p50 <= 1 and p99 <= 3 else "NOT met"
-        out.append(
-            f"added TTFT at {goal_concurrency} streams (paced): p50 {p50:.2f} ms, "
-            f"p99 {p99:.2f} ms (goal <= 1 / <= 3 ms): {met}"
-        )
+    out = _ttft_goal(rows, goal_concurrency)
     gateway_cpu = [r.proxy_cpu_per_1k for r in rows if r.mode == "gateway" and r.proxy_cpu_per_1k]
     if gateway_cpu:
         best = 1000 / min(gateway_cpu)
@@ -188,6 +179,28 @@ def goals(rows: Sequence[Measurement], goal_concurrency: int = 64) -> list[str]:
             )
     out += _versus_litellm(rows)
     return out
+
+
+def _ttft_goal(rows: Sequence[Measurement], c: int) -> list[str]:
+    """Added TTFT at ``c`` paced streams over (a) and, as a second limit, over (c).
+
+    (a)'s client is the load generator's Python gRPC stack on Triton's core, so under load
+    it can be slower than (c), Triton's C++ HTTP streaming; the goal counts as met only
+    when it holds against both.
+    """
+    gw = _find(rows, "paced", "gateway", c)
+    if gw is None:
+        return []
+    out, met = [], True
+    for mode in ("grpc", "triton_http"):
+        base = _find(rows, "paced", mode, c)
+        if base is None:
+            continue
+        p50, p99 = gw.ttft_p50 - base.ttft_p50, gw.ttft_p99 - base.ttft_p99
+        met = met and p50 <= 1 and p99 <= 3
+        out.append(f"p50 {p50:.2f} ms, p99 {p99:.2f} ms over {LABELS[mode]}")
+    verdict = "met" if met else "NOT met"
+    return [f"added TTFT at {c} streams (paced): {'; '.join(out)} (goal <= 1 / <= 3 ms): {verdict}"]
 
 
 def _versus_litellm(rows: Sequence[Measurement]) -> list[str]:
