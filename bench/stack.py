@@ -82,6 +82,7 @@ def start_gateway(
     commit), for before/after runs under the same conditions.
     """
     port = port or free_port()
+    workdir = workdir.resolve()  # the gateway may run in another folder (``source``)
     config = workdir / "gateway.toml"
     config.write_text(gateway_config(triton, port, max_in_flight))
     command = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config)]
