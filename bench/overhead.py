@@ -55,6 +55,7 @@ class Options:
     wait_quiet_min: float
     quiet_load: float
     gateway_source: Path | None = None
+    triton_instances: int = 1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -78,6 +79,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--wait-quiet", type=float, default=0, help="minutes to wait for a quiet machine")
     add("--quiet-load", type=float, default=1.0, help="1-minute load average deemed quiet")
     add("--gateway-source", type=Path, help="run the gateway of another checkout (before/after)")
+    add("--triton-instances", type=int, default=1, help="fixture instances (stub processes)")
 
 
 def options_from(args: argparse.Namespace) -> Options:
@@ -97,6 +99,7 @@ def options_from(args: argparse.Namespace) -> Options:
         wait_quiet_min=args.wait_quiet,
         quiet_load=args.quiet_load,
         gateway_source=args.gateway_source,
+        triton_instances=args.triton_instances,
     )
 
 
@@ -190,7 +193,7 @@ async def measure_all(
     rows: list[report.Measurement] = []
     for profile in opts.profiles:
         interval = opts.interval_us if profile == "paced" else 0
-        await set_token_interval(triton, interval)
+        await set_token_interval(triton, interval, instances=opts.triton_instances)
         for concurrency in opts.concurrency:
             for mode in (m for m in opts.modes if m in available):
                 # Paced requests all last tokens x interval: spread their starts over one
@@ -205,6 +208,10 @@ async def measure_all(
                 )
                 rows.append(row)
                 say(_progress(row))
+                if row.errors and not row.tps:
+                    # Nothing got through: a broken setup, not a measurement; stop here
+                    # rather than spend the remaining phases on the same error.
+                    raise SystemExit(f"every request failed: {row.error_sample}")
     return rows
 
 

@@ -27,20 +27,34 @@ AUTH_HEADER = ("Authorization", f"Bearer {API_KEY}")
 
 
 async def start_triton() -> EmbeddedTriton:
-    """The co-launched tritonserver serving only the bench fixture."""
-    triton = EmbeddedTriton(BENCH_REPOSITORY, models=[BENCH_MODEL], ready_timeout_s=300)
+    """The co-launched tritonserver serving only the bench fixture; its models run in the
+    interpreter named by ``MMGW_EMBEDDED__PYTHON``, as the gateway's would."""
+    python = os.environ.get("MMGW_EMBEDDED__PYTHON")
+    triton = EmbeddedTriton(
+        BENCH_REPOSITORY,
+        models=[BENCH_MODEL],
+        ready_timeout_s=300,
+        python=Path(python) if python else None,
+    )
     await triton.start()
     return triton
 
 
-async def set_token_interval(triton: EmbeddedTriton, interval_us: int, delay_us: int = 0) -> None:
-    """Reload the fixture with another token pace (Triton's load API, config override)."""
+async def set_token_interval(
+    triton: EmbeddedTriton, interval_us: int, delay_us: int = 0, instances: int = 1
+) -> None:
+    """Reload the fixture with another token pace (Triton's load API, config override).
+
+    ``instances``: fixture copies, each its own stub process and pacer thread; one sends
+    about 10,000 tokens/s, so a host with cores to spare needs several to saturate a proxy.
+    """
     url = f"{triton.http_url}/v2"
     async with httpx.AsyncClient(timeout=120, trust_env=False) as http:
         config = (await http.get(f"{url}/models/{BENCH_MODEL}/config")).json()
         params = config.setdefault("parameters", {})
         params["token_interval_us"] = {"string_value": str(interval_us)}
         params["first_token_delay_us"] = {"string_value": str(delay_us)}
+        config["instance_group"] = [{"count": instances, "kind": "KIND_CPU"}]
         body = {"parameters": {"config": json.dumps(config)}}
         response = await http.post(f"{url}/repository/models/{BENCH_MODEL}/load", json=body)
         response.raise_for_status()

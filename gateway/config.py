@@ -50,6 +50,11 @@ class EmbeddedSettings(_Strict):
     device: Literal["cpu", "cuda", "auto"] = "auto"
     cache_dir: Path | None = None
     ready_timeout_s: float = Field(600.0, gt=0)
+    python: Path | None = Field(
+        None,
+        description="The interpreter whose environment the models run in (its version picks "
+        "Triton's Python stub); default: the gateway's own. It needs numpy<2.",
+    )
     checkpoints: dict[str, str] = Field(
         default_factory=dict,
         description="Triton model name -> Hugging Face checkpoint directory to serve instead of "

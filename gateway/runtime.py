@@ -117,6 +117,7 @@ async def build_runtime(settings: Settings, metrics: GatewayMetrics | None = Non
             models=sorted({m.triton_model for m in settings.models if m.triton_url is None}),
             ready_timeout_s=settings.embedded.ready_timeout_s,
             on_restart=metrics.triton_restarted,
+            python=settings.embedded.python,
         )
         await embedded.start()
     clients: dict[str, TritonClient] = {}

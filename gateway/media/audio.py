@@ -16,11 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import av
 import numpy as np
 
 from gateway.errors import MediaDecodeError, MediaError, MediaTooLarge, UnsupportedMedia
-from gateway.media._av import AV_ERRORS, codec_ids, open_bytes
+from gateway.media._av import av_errors, codec_ids, open_bytes, pyav
 
 __all__ = ["AUDIO_CODECS", "SAMPLE_RATE", "AudioLimits", "decode_audio", "sniff_audio"]
 
@@ -29,7 +28,6 @@ AUDIO_CODECS = (
     *("pcm_s16le", "pcm_s16be", "pcm_s24le", "pcm_s32le", "pcm_f32le", "pcm_f64le", "pcm_u8"),
     *("pcm_mulaw", "pcm_alaw", "mp3", "aac", "vorbis", "opus", "flac"),
 )
-_CODEC_IDS = codec_ids(AUDIO_CODECS)
 _SUPPORTED = "WAV, MP3, Ogg, FLAC, WebM or M4A"
 
 
@@ -78,7 +76,7 @@ def decode_audio(data: bytes, limits: AudioLimits) -> np.ndarray:
             samples = _decode(container, limits)
     except MediaError:
         raise
-    except AV_ERRORS as exc:
+    except av_errors() as exc:
         raise MediaDecodeError(
             "The audio could not be decoded: it is truncated or corrupt."
         ) from exc
@@ -91,12 +89,12 @@ def _decode(container: Any, limits: AudioLimits) -> np.ndarray:
     if not container.streams.audio:
         raise UnsupportedMedia("The media has no audio stream.")
     stream = container.streams.audio[0]
-    if stream.codec_context.codec.id not in _CODEC_IDS:
+    if stream.codec_context.codec.id not in codec_ids(AUDIO_CODECS):
         raise UnsupportedMedia("The audio codec is not supported.")
     if container.duration is not None:
-        _check_duration(container.duration / av.time_base, limits)
+        _check_duration(container.duration / pyav().time_base, limits)
     max_samples = int(limits.max_duration_s * SAMPLE_RATE) + 1
-    resampler = av.AudioResampler(format="fltp", rate=SAMPLE_RATE)  # channels kept
+    resampler = pyav().AudioResampler(format="fltp", rate=SAMPLE_RATE)  # channels kept
     chunks: list[np.ndarray] = []
     total = 0
     for frame in container.decode(stream):

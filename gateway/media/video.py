@@ -22,11 +22,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import av
 import numpy as np
 
 from gateway.errors import MediaDecodeError, MediaError, MediaTooLarge, UnsupportedMedia
-from gateway.media._av import AV_ERRORS, codec_ids, open_bytes
+from gateway.media._av import av_errors, codec_ids, open_bytes, pyav
 
 __all__ = [
     "VIDEO_CODECS",
@@ -42,7 +41,6 @@ _CONTAINERS = {"mp4": ("mov", "MP4"), "matroska": ("matroska", "WebM/Matroska")}
 _MP4_BOXES = (b"ftyp", b"moov", b"mdat", b"free", b"wide", b"skip")
 _EBML_MAGIC = b"\x1a\x45\xdf\xa3"
 VIDEO_CODECS = ("h264", "hevc", "vp8", "vp9", "av1")
-_CODEC_IDS = codec_ids(VIDEO_CODECS)
 
 
 @dataclass(frozen=True)
@@ -114,7 +112,7 @@ def decode_video(data: bytes, limits: VideoLimits, sampling: FrameSampling) -> n
             return _sample(container, limits, sampling)
     except MediaError:
         raise
-    except AV_ERRORS as exc:
+    except av_errors() as exc:
         raise MediaDecodeError(
             f"The video could not be decoded: the {display} data is truncated or corrupt."
         ) from exc
@@ -143,7 +141,7 @@ def _sample(container: Any, limits: VideoLimits, sampling: FrameSampling) -> np.
 
 def _check_stream(stream: Any, container: Any, limits: VideoLimits) -> None:
     """Codec, resolution, duration and frame count as the header declares them."""
-    codec = _CODEC_IDS.get(stream.codec_context.codec.id)
+    codec = codec_ids(VIDEO_CODECS).get(stream.codec_context.codec.id)
     if codec is None:
         raise UnsupportedMedia(
             "The video codec is not supported (allowed: H.264, HEVC, VP8, VP9, AV1)."
@@ -159,7 +157,7 @@ def _check_stream(stream: Any, container: Any, limits: VideoLimits) -> None:
     if stream.duration is not None and stream.time_base:
         _check_duration(float(stream.duration * stream.time_base), limits)
     elif container.duration is not None:
-        _check_duration(container.duration / av.time_base, limits)
+        _check_duration(container.duration / pyav().time_base, limits)
     _check_frame_count(stream.frames, limits)
 
 

@@ -10,6 +10,12 @@ Three facts make it start outside NVIDIA's container (each learnt the hard way):
 - ``LD_LIBRARY_PATH`` must hold the wheel's libs folder and this interpreter's ``LIBDIR``,
   else the stub loads another libpython and stdlib extension modules fail to import.
 
+The stub is built against NumPy 1: under NumPy 2 it hands every STRING input to the model as
+a buffer filled with its first byte (every prompt is lost and the stub dies). The stub also
+ignores ``PYTHONPATH``. So the models may run in another interpreter's environment than the
+gateway's (``python``, e.g. a venv with ``numpy<2`` beside a NumPy 2 torch install), and
+starting a stub over NumPy 2 is refused with that advice.
+
 Ports are free loopback ports chosen at start, never the gateway's own. The supervisor
 restarts a server that dies and reports restarts through a callback (metrics).
 """
@@ -32,6 +38,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import json
+import subprocess
+
 import httpx
 
 from gateway.errors import UpstreamUnavailable
@@ -44,6 +53,66 @@ PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
+class StubPython:
+    """The interpreter whose environment the models run in: its version picks the stub,
+    its ``bin/`` goes first on ``PATH`` and its ``LIBDIR`` on ``LD_LIBRARY_PATH``."""
+
+    version: str
+    bin_dir: Path
+    libdir: str
+    numpy: str  # the NumPy version the models will import ("" when there is none)
+
+    @classmethod
+    def current(cls) -> StubPython:
+        """The gateway's own interpreter (the default)."""
+        try:
+            import numpy
+        except ImportError:
+            numpy_version = ""
+        else:
+            numpy_version = numpy.__version__
+        return cls(
+            version=f"{sys.version_info.major}.{sys.version_info.minor}",
+            bin_dir=Path(sys.executable).parent,
+            libdir=sysconfig.get_config_var("LIBDIR") or "",
+            numpy=numpy_version,
+        )
+
+    @classmethod
+    def at(cls, executable: Path) -> StubPython:
+        """Another interpreter, asked for its version, ``LIBDIR`` and NumPy."""
+        probe = (
+            "import json, sys, sysconfig\n"
+            "try:\n import numpy; v = numpy.__version__\n"
+            "except ImportError:\n v = ''\n"
+            "print(json.dumps(['%d.%d' % sys.version_info[:2], "
+            "sysconfig.get_config_var('LIBDIR') or '', v]))"
+        )
+        try:
+            found = subprocess.run(
+                [str(executable), "-c", probe], capture_output=True, check=True, timeout=60
+            )
+            version, libdir, numpy_version = json.loads(found.stdout)
+        except (OSError, subprocess.SubprocessError, ValueError) as exc:
+            raise UpstreamUnavailable(
+                f"embedded.python {str(executable)!r} is not a working Python: {exc}"
+            ) from exc
+        # Not resolved: a venv's bin/ (where python3 means the venv) must stay first on PATH.
+        bin_dir = Path(executable).absolute().parent
+        return cls(version=version, bin_dir=bin_dir, libdir=libdir, numpy=numpy_version)
+
+    def refusal(self) -> str | None:
+        """Why the stub cannot run the models in this environment, if it cannot."""
+        if self.numpy.split(".")[0].isdigit() and int(self.numpy.split(".")[0]) >= 2:
+            return (
+                f"the embedded Triton's Python stub garbles every STRING input under NumPy "
+                f"{self.numpy} (it is built for NumPy 1); run the models in an environment "
+                "with numpy<2: set embedded.python (MMGW_EMBEDDED__PYTHON) to its interpreter"
+            )
+        return None
+
+
+@dataclass(frozen=True)
 class TritonInstall:
     """Where the wheel put the server, its libraries and the Python backend pieces."""
 
@@ -53,8 +122,9 @@ class TritonInstall:
     stub: Path
 
     @classmethod
-    def find(cls) -> TritonInstall:
-        """Locate the pieces inside the installed ``nvidia-pytriton`` wheel."""
+    def find(cls, version: str | None = None) -> TritonInstall:
+        """Locate the pieces inside the installed ``nvidia-pytriton`` wheel; ``version``
+        names the stub (default: this interpreter's)."""
         # Locate the package without importing it: pytriton's __init__ pulls in its client
         # stack (zmq, tritonclient, ...) that launching the server does not need.
         spec = importlib.util.find_spec("pytriton")
@@ -64,7 +134,7 @@ class TritonInstall:
             )
         root = Path(next(iter(spec.submodule_search_locations))).resolve()
         site = root.parent
-        version = f"{sys.version_info.major}.{sys.version_info.minor}"
+        version = version or f"{sys.version_info.major}.{sys.version_info.minor}"
         install = cls(
             binary=root / "tritonserver" / "bin" / "tritonserver",
             libs=site / "nvidia_pytriton.libs",
@@ -114,15 +184,18 @@ def free_loopback_port() -> int:
 
 
 def server_environment(
-    install: TritonInstall, base: Mapping[str, str], extra: Mapping[str, str]
+    install: TritonInstall,
+    base: Mapping[str, str],
+    extra: Mapping[str, str],
+    python: StubPython | None = None,
 ) -> dict[str, str]:
-    """The environment the stub needs: this interpreter first on PATH, both lib folders."""
+    """The environment the stub needs: the models' interpreter first on PATH, both lib
+    folders."""
+    python = python or StubPython.current()
     env = dict(base)
     env.update(extra)
-    bin_dir = str(Path(sys.executable).parent)
-    env["PATH"] = os.pathsep.join([bin_dir, env.get("PATH", "")])
-    libdir = sysconfig.get_config_var("LIBDIR") or ""
-    lib_path = [str(install.libs), libdir, env.get("LD_LIBRARY_PATH", "")]
+    env["PATH"] = os.pathsep.join([str(python.bin_dir), env.get("PATH", "")])
+    lib_path = [str(install.libs), python.libdir, env.get("LD_LIBRARY_PATH", "")]
     env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in lib_path if p)
     return env
 
@@ -137,6 +210,8 @@ class EmbeddedTriton:
 
     model_repository: Path
     env: Mapping[str, str] = field(default_factory=dict)
+    # The interpreter whose environment the models run in; None: the gateway's own.
+    python: Path | None = None
     # Load only these models (explicit model control); None loads the whole repository.
     models: Sequence[str] | None = None
     ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S
@@ -223,7 +298,11 @@ class EmbeddedTriton:
             await process.wait()
 
     async def _launch_and_wait(self) -> None:
-        install = TritonInstall.find()
+        python = StubPython.at(self.python) if self.python else StubPython.current()
+        refusal = python.refusal()
+        if refusal:
+            raise UpstreamUnavailable(refusal)
+        install = TritonInstall.find(python.version)
         if self._workdir is None:
             self._workdir = Path(tempfile.mkdtemp(prefix="mmgw-triton-"))
         backend_dir = install.backend_dir(self._workdir / "backends")
@@ -232,7 +311,7 @@ class EmbeddedTriton:
             self.http_port, self.grpc_port, self.metrics_port = (
                 free_loopback_port() for _ in range(3)
             )
-        env = server_environment(install, os.environ, self.env)
+        env = server_environment(install, os.environ, self.env, python)
         log.info("starting tritonserver on grpc %s over %s", self.grpc_url, self.model_repository)
         self._process = await asyncio.create_subprocess_exec(
             *self.command(install, backend_dir),
