@@ -2,9 +2,11 @@
 
 Room-private. PyAV is imported on first use, not with the gateway: loading FFmpeg's libraries
 costs about 180 ms and 19 MiB in every process (the gateway and each media worker), and a
-deployment that serves only images or text never needs them. FFmpeg only ever gets an in-memory buffer and an explicitly named demuxer (never
-probing, which is how playlists and concat lists get in), and any attempt of a demuxer to
-open a second file or URL is refused.
+deployment that serves only images or text never needs them.
+
+FFmpeg only ever gets an in-memory buffer and an explicitly named demuxer (never probing,
+which is how playlists and concat lists get in), and any attempt of a demuxer to open a
+second file or URL is refused.
 """
 
 from __future__ import annotations

@@ -5,6 +5,13 @@ half-closes, and reads responses until Triton ends the stream (the asyncio clien
 ask for Triton's empty final response, so the stream's normal end marks completion).
 Leaving the iterator early (the HTTP client went away, a stop string matched) cancels the
 gRPC call, which cancels the request inside Triton. Foreign errors are translated here, once.
+
+Streams go through grpc.aio's multi-callable on a channel of our own, not tritonclient's
+``stream_infer``: that wraps every response in two more async iterators and an
+``InferResult``, and feeds its one request through an async generator that grpc consumes in
+an extra task per request; and a bidirectional call costs three round trips through grpc's
+completion queue to send one message and half-close. The request itself is still built by
+tritonclient, and the unary calls (health, model config) still use its client.
 """
 
 from __future__ import annotations
@@ -17,6 +24,8 @@ from typing import Any
 import grpc
 import numpy as np
 import tritonclient.grpc.aio as grpcclient
+from tritonclient.grpc import service_pb2
+from tritonclient.grpc._utils import _get_inference_request
 from tritonclient.utils import InferenceServerException
 
 from gateway.errors import GatewayError, InvalidRequest, UpstreamFailed, UpstreamUnavailable
@@ -29,6 +38,12 @@ _CLIENT_FAULT = re.compile(
 )
 _COUNTERS = frozenset({"num_input_tokens", "num_output_tokens", "kv_cache_reused_blocks"})
 _INT_WIDTHS = {"INT32": 4, "INT64": 8, "UINT32": 4, "UINT64": 8, "INT16": 2, "INT8": 1}
+_STREAM_METHOD = "/inference.GRPCInferenceService/ModelStreamInfer"
+# As tritonclient's channel: messages up to 2 GiB (images and features travel inline).
+_CHANNEL_OPTIONS = [
+    ("grpc.max_send_message_length", 2**31 - 1),
+    ("grpc.max_receive_message_length", 2**31 - 1),
+]
 
 
 @dataclass(frozen=True)
@@ -61,13 +76,13 @@ def translate_error(exc: BaseException) -> GatewayError:
     return UpstreamFailed(f"the inference server failed: {message}")
 
 
-def is_final(result: grpcclient.InferResult) -> bool:
+def is_final(raw: service_pb2.ModelInferResponse) -> bool:
     """Whether Triton flagged this response as the request's last."""
-    final_param = result.get_response().parameters.get("triton_final_response")
+    final_param = raw.parameters.get("triton_final_response")
     return bool(final_param.bool_param) if final_param is not None else False
 
 
-def _response(result: grpcclient.InferResult) -> TritonResponse:
+def _response(raw: service_pb2.ModelInferResponse) -> TritonResponse:
     """Read one response straight from its protobuf: called once per token.
 
     ``InferResult.as_numpy`` scans every output and builds numpy arrays (an object array
@@ -76,7 +91,6 @@ def _response(result: grpcclient.InferResult) -> TritonResponse:
     An output sent another way (typed ``contents``, unusual in Triton's answers) falls back
     to ``as_numpy``.
     """
-    raw = result.get_response()
     final_param = raw.parameters.get("triton_final_response")
     final = bool(final_param.bool_param) if final_param is not None else False
     contents = raw.raw_output_contents
@@ -87,11 +101,11 @@ def _response(result: grpcclient.InferResult) -> TritonResponse:
         name = output.name
         if name == "text_output":
             has_output = True
-            text = _first_string(contents[index]) if index < len(contents) else _text_of(result)
+            text = _first_string(contents[index]) if index < len(contents) else _text_of(raw)
         elif name in _COUNTERS:
             value = _first_int(contents[index], output.datatype) if index < len(contents) else None
             if value is None:
-                value = _int_of(result, name)
+                value = _int_of(raw, name)
             if value is not None:
                 counters[name] = value
     return TritonResponse(text=text, final=final, has_output=has_output, counters=counters)
@@ -112,16 +126,16 @@ def _first_int(data: bytes, datatype: str) -> int | None:
     return int.from_bytes(data[:width], "little", signed=not datatype.startswith("U"))
 
 
-def _text_of(result: grpcclient.InferResult) -> str:
-    array = result.as_numpy("text_output")
+def _text_of(raw: service_pb2.ModelInferResponse) -> str:
+    array = grpcclient.InferResult(raw).as_numpy("text_output")
     if array is None or not array.size:
         return ""
     value = array.reshape(-1)[0]
     return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
 
 
-def _int_of(result: grpcclient.InferResult, name: str) -> int | None:
-    array = result.as_numpy(name)
+def _int_of(raw: service_pb2.ModelInferResponse, name: str) -> int | None:
+    array = grpcclient.InferResult(raw).as_numpy(name)
     return int(np.asarray(array).reshape(-1)[0]) if array is not None and array.size else None
 
 
@@ -131,8 +145,19 @@ class TritonClient:
     def __init__(self, url: str) -> None:
         self.url = url
         self._client = grpcclient.InferenceServerClient(url)
+        self._channel = grpc.aio.insecure_channel(url, options=_CHANNEL_OPTIONS)
+        # Triton's ModelStreamInfer is bidirectional, but a request here is one message then
+        # a half-close: called as unary-stream, grpc sends metadata, message and close in
+        # one batch instead of three round trips through its completion queue. On the wire
+        # it is the same HTTP/2 stream.
+        self._stream_infer = self._channel.unary_stream(
+            _STREAM_METHOD,
+            request_serializer=service_pb2.ModelInferRequest.SerializeToString,
+            response_deserializer=service_pb2.ModelStreamInferResponse.FromString,
+        )
 
     async def close(self) -> None:
+        await self._channel.close()
         await self._client.close()
 
     async def is_ready(self, model_names: Sequence[str] = ()) -> bool:
@@ -163,12 +188,12 @@ class TritonClient:
         self, model_name: str, inputs: list[grpcclient.InferInput], request_id: str
     ) -> AsyncIterator[TritonResponse]:
         """Responses for one request until the final one; cancels the call if left early."""
-        results = self.stream_results(model_name, inputs, request_id)
+        responses = self._responses(model_name, inputs, request_id, ())
         try:
-            async for result in results:
-                yield _response(result)
+            async for raw in responses:
+                yield _response(raw)
         finally:
-            await results.aclose()
+            await responses.aclose()
 
     async def stream_results(
         self,
@@ -177,36 +202,56 @@ class TritonClient:
         request_id: str,
         outputs: Sequence[str] = (),
     ) -> AsyncIterator[grpcclient.InferResult]:
-        """Raw results for one request until the final one; cancels the call if left early.
+        """Results for one request until the final one, as tritonclient's ``InferResult``.
 
         ``outputs`` names the outputs to ask for (default: all the model declares); for
         callers whose model does not answer with ``text_output`` (Whisper's contracts).
         """
-        request: dict[str, Any] = {
-            "model_name": model_name,
-            "inputs": inputs,
-            "request_id": request_id,
-        }
-        if outputs:
-            request["outputs"] = [grpcclient.InferRequestedOutput(name) for name in outputs]
-
-        async def one_request() -> AsyncIterator[dict[str, Any]]:
-            yield request
-
+        responses = self._responses(model_name, inputs, request_id, outputs)
         try:
-            call = self._client.stream_infer(one_request())
-        except (InferenceServerException, grpc.RpcError) as exc:
+            async for raw in responses:
+                yield grpcclient.InferResult(raw)
+        finally:
+            await responses.aclose()
+
+    async def _responses(
+        self,
+        model_name: str,
+        inputs: list[grpcclient.InferInput],
+        request_id: str,
+        outputs: Sequence[str],
+    ) -> AsyncIterator[service_pb2.ModelInferResponse]:
+        """The raw responses of one request's stream; cancels the call if left early."""
+        try:
+            request = _get_inference_request(
+                model_name=model_name,
+                inputs=inputs,
+                model_version="",
+                request_id=request_id,
+                outputs=[grpcclient.InferRequestedOutput(name) for name in outputs] or None,
+                sequence_id=0,
+                sequence_start=False,
+                sequence_end=False,
+                priority=0,
+                timeout=None,
+                parameters=None,
+            )
+        except InferenceServerException as exc:
             raise translate_error(exc) from exc
+        call = self._stream_infer(request)
         finished = False
         try:
-            async for result, error in call:
-                if error is not None:
-                    raise translate_error(error)
-                yield result
-                if is_final(result):
+            while True:
+                response = await call.read()
+                if response is grpc.aio.EOF:
+                    # Having half-closed its side, the client sees the stream end normally
+                    # once Triton has sent the request's last response.
                     break
-            # Having half-closed its side, the client sees the stream end normally once
-            # Triton has sent the request's last response; failures arrive as errors.
+                if response.error_message:
+                    raise translate_error(InferenceServerException(response.error_message))
+                yield response.infer_response
+                if is_final(response.infer_response):
+                    break
             finished = True
         except grpc.RpcError as exc:
             raise translate_error(exc) from exc

@@ -26,20 +26,19 @@ import asyncio
 import contextlib
 import ctypes
 import importlib.util
+import json
 import logging
 import os
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import sysconfig
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import json
-import subprocess
 
 import httpx
 

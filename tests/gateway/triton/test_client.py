@@ -53,7 +53,7 @@ def slow_path(result: InferResult) -> tuple[str, bool, dict[str, int]]:
 )
 def test_text_matches_as_numpy(texts: list[bytes]) -> None:
     result = InferResult(message(texts))
-    decoded = _response(result)
+    decoded = _response(result.get_response())
     assert (decoded.text, decoded.has_output, decoded.counters) == slow_path(result)
 
 
@@ -64,28 +64,28 @@ def test_counters_of_every_integer_width_match_as_numpy() -> None:
         "kv_cache_reused_blocks": ("UINT64", 3),
     }
     result = InferResult(message([b"x"], counters))
-    decoded = _response(result)
+    decoded = _response(result.get_response())
     assert decoded.counters == slow_path(result)[2]
     assert decoded.counters == {"num_input_tokens": 7, "num_output_tokens": 2**40,
                                 "kv_cache_reused_blocks": 3}  # fmt: skip
 
 
 def test_a_response_without_text_output_has_no_output() -> None:
-    decoded = _response(InferResult(message(None, {"num_output_tokens": ("INT32", 4)})))
+    decoded = _response(message(None, {"num_output_tokens": ("INT32", 4)}))
     assert decoded.text == "" and not decoded.has_output
     assert decoded.counters == {"num_output_tokens": 4}
 
 
 @pytest.mark.parametrize("final", [None, False, True])
 def test_final_flag(final: bool | None) -> None:
-    assert _response(InferResult(message([b"x"], final=final))).final is bool(final)
+    assert _response(message([b"x"], final=final)).final is bool(final)
 
 
 def test_typed_contents_fall_back_to_as_numpy() -> None:
     response = service_pb2.ModelInferResponse(model_name="ensemble", id="r")
     text = response.outputs.add(name="text_output", datatype="BYTES", shape=[1])
     text.contents.bytes_contents.append(b"typed")
-    decoded = _response(InferResult(response))
+    decoded = _response(response)
     assert decoded.text == "typed" and decoded.has_output
 
 
