@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import ValidationError
 
 from gateway.errors import InvalidRequest, MediaDecodeError, UpstreamFailed
@@ -21,6 +21,7 @@ from gateway.protocol.audio import UNSUPPORTED_FIELDS, TranscriptionRequest
 from gateway.routes.form import read_form
 from gateway.streaming import transcript as formats
 from gateway.streaming.disconnect import ClientDisconnected, cancel_on_disconnect
+from gateway.streaming.response import EventStreamResponse
 from gateway.streaming.sse import first_item
 from gateway.streaming.transcript import Transcript
 
@@ -97,7 +98,7 @@ async def _serve(request: Request, task: Task) -> Response:
     if body.stream:
         first = await first_item(events)  # type: ignore[arg-type]
         stream = formats.sse_events(first, events)  # type: ignore[arg-type]
-        return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
+        return EventStreamResponse(stream, SSE_HEADERS)
     try:
         result = await cancel_on_disconnect(request.receive, _last(events))
     except ClientDisconnected:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 
 from gateway.errors import UpstreamFailed
 from gateway.observability.record import record_of
@@ -14,6 +14,7 @@ from gateway.protocol.chat import ChatCompletionRequest
 from gateway.routes.body import parse_body
 from gateway.streaming.chunks import ChunkWriter, completion_body, new_completion_id
 from gateway.streaming.disconnect import ClientDisconnected, cancel_on_disconnect
+from gateway.streaming.response import EventStreamResponse
 from gateway.streaming.sse import first_item, sse_events
 
 router = APIRouter()
@@ -37,7 +38,7 @@ async def chat_completions(request: Request) -> Response:
         first = await first_item(events)
         writer = ChunkWriter(completion_id, body.model)
         stream = sse_events(first, events, writer, body.include_usage)
-        return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
+        return EventStreamResponse(stream, SSE_HEADERS)
     try:
         text, outcome = await cancel_on_disconnect(request.receive, collect(events))
     except ClientDisconnected:
