@@ -102,7 +102,9 @@ def start_gateway(
     command = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config)]
     env = None
     if source is not None:
-        env = dict(os.environ, PYTHONPATH=str(source.resolve()))
+        # The other checkout first, the rest of the path kept (installed-by-path deps).
+        path = [str(source.resolve()), os.environ.get("PYTHONPATH", "")]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in path if p))
     service = start_service(
         "gateway",
         [*command, "--log-level", log_level],
