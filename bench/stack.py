@@ -100,11 +100,15 @@ def start_gateway(
     config = workdir / "gateway.toml"
     config.write_text(gateway_config(triton, port, max_in_flight))
     command = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config)]
-    env = None
+    # The bench starts Triton itself; the gateway must not see the models' interpreter
+    # (an older gateway under --gateway-source would refuse the unknown setting).
+    env: dict[str, str] | None = {
+        k: v for k, v in os.environ.items() if k != "MMGW_EMBEDDED__PYTHON"
+    }
     if source is not None:
         # The other checkout first, the rest of the path kept (installed-by-path deps).
         path = [str(source.resolve()), os.environ.get("PYTHONPATH", "")]
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in path if p))
+        env = dict(env, PYTHONPATH=os.pathsep.join(p for p in path if p))
     service = start_service(
         "gateway",
         [*command, "--log-level", log_level],
