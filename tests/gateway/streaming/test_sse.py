@@ -1,0 +1,63 @@
+"""The chat SSE body: OpenAI's chunk sequence, with frames that are ready together in one body."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+from gateway.errors import UpstreamFailed
+from gateway.pipeline.chat import Outcome
+from gateway.streaming.chunks import ChunkWriter, UsageCounts
+from gateway.streaming.sse import sse_events
+
+
+def frames_of(body: bytes) -> list[str]:
+    """The ``data:`` payloads of one body, in order."""
+    assert body.endswith(b"\n\n")
+    return [part.removeprefix("data: ") for part in body.decode().split("\n\n") if part]
+
+
+async def bodies(
+    first: str | Outcome, rest: list[str | Outcome | Exception], include_usage: bool = True
+) -> list[bytes]:
+    async def events() -> AsyncIterator[str | Outcome]:
+        for item in rest:
+            if isinstance(item, Exception):
+                raise item
+            yield item
+
+    writer = ChunkWriter("chatcmpl-test", "m", created=1)
+    return [body async for body in sse_events(first, events(), writer, include_usage)]
+
+
+async def test_role_rides_with_the_first_token_and_the_end_is_one_body() -> None:
+    usage = UsageCounts(prompt_tokens=3, completion_tokens=2)
+    sent = await bodies("Hel", ["lo", Outcome("stop", usage)])
+    assert len(sent) == 3  # (role + "Hel"), "lo", (finish + usage + [DONE])
+    first, middle, last = (frames_of(body) for body in sent)
+    assert [json.loads(f)["choices"][0]["delta"] for f in first] == [
+        {"role": "assistant", "content": ""},
+        {"content": "Hel"},
+    ]
+    assert json.loads(middle[0])["choices"][0]["delta"] == {"content": "lo"}
+    finish, usage_frame, done = last
+    assert json.loads(finish)["choices"][0]["finish_reason"] == "stop"
+    assert json.loads(usage_frame)["usage"]["total_tokens"] == 5
+    assert done == "[DONE]"
+
+
+async def test_empty_deltas_send_nothing_until_text_or_the_end() -> None:
+    sent = await bodies("", ["", Outcome("length", UsageCounts(1, 0))], include_usage=False)
+    assert len(sent) == 1
+    role, finish, done = frames_of(sent[0])
+    assert json.loads(role)["choices"][0]["delta"]["role"] == "assistant"
+    assert json.loads(finish)["choices"][0]["finish_reason"] == "length"
+    assert done == "[DONE]"
+
+
+async def test_a_failure_before_any_text_still_sends_the_role_then_the_error() -> None:
+    sent = await bodies("", [UpstreamFailed("Triton went away")])
+    role, error, done = frames_of(b"".join(sent))
+    assert json.loads(role)["choices"][0]["delta"]["role"] == "assistant"
+    assert json.loads(error)["error"]["message"] == "Triton went away"
+    assert done == "[DONE]"
