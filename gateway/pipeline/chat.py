@@ -48,18 +48,23 @@ class Outcome:
 
 
 def _refuse_unsupported(request: ChatCompletionRequest) -> None:
-    if request.n != 1:
-        raise InvalidRequest("only n=1 is supported", param="n", code="unsupported_parameter")
-    if request.tools:
-        raise InvalidRequest(
-            "tool calling is not supported by this gateway",
-            param="tools",
-            code="unsupported_parameter",
-        )
-    if request.logprobs:
-        raise InvalidRequest(
-            "logprobs are not supported", param="logprobs", code="unsupported_parameter"
-        )
+    """OpenAI parameters the engine cannot honour: a 400 naming them, never a silent drop."""
+    refusals = {
+        "n": ("only n=1 is supported", request.n != 1),
+        "tools": ("tool calling is not supported by this gateway", bool(request.tools)),
+        "functions": ("function calling is not supported", bool(request.functions)),
+        "logprobs": ("logprobs are not supported", bool(request.logprobs)),
+        "top_logprobs": ("logprobs are not supported", bool(request.top_logprobs)),
+        "logit_bias": ("logit_bias is not supported", bool(request.logit_bias)),
+        "modalities": (
+            "only text output is supported",
+            any(m != "text" for m in request.modalities or ()),
+        ),
+        "audio": ("spoken output is not supported", request.audio is not None),
+    }
+    for param, (message, refused) in refusals.items():
+        if refused:
+            raise InvalidRequest(message, param=param, code="unsupported_parameter")
     if request.response_format and request.response_format.type != "text":
         raise InvalidRequest(
             "only response_format type 'text' is supported",

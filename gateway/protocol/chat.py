@@ -126,6 +126,11 @@ class ChatCompletionRequest(BaseModel):
     top_logprobs: int | None = None
     tools: list[Any] | None = None
     tool_choice: Any = None
+    functions: list[Any] | None = None  # tools' deprecated predecessor
+    function_call: Any = None
+    logit_bias: dict[str, float] | None = None
+    modalities: list[str] | None = None
+    audio: Any = None  # spoken output settings (audio input is a content part)
     response_format: ResponseFormat | None = None
     user: str | None = None
     media_io_kwargs: MediaIOKwargs | None = None

@@ -135,3 +135,48 @@ async def test_models_and_health(http: httpx.AsyncClient) -> None:
     families = {f"reference-{family.replace('_', '-')}" for family in REFERENCE_FAMILIES}
     assert {"reference-llava", "reference-llava-onevision", *families} <= served
     assert (await http.get("/health")).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("extra", "param"),
+    [
+        ({"n": 2}, "n"),
+        ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
+        ({"functions": [{"name": "f", "parameters": {}}]}, "functions"),
+        ({"logprobs": True}, "logprobs"),
+        ({"top_logprobs": 3}, "top_logprobs"),
+        ({"logit_bias": {"50256": -100}}, "logit_bias"),
+        ({"modalities": ["text", "audio"]}, "modalities"),
+        ({"audio": {"voice": "alloy", "format": "wav"}}, "audio"),
+        ({"response_format": {"type": "json_object"}}, "response_format"),
+    ],
+)
+async def test_parameters_the_engine_cannot_honour_are_refused(
+    http: httpx.AsyncClient, extra: dict, param: str
+) -> None:
+    body = {"model": "reference-llava", "messages": [{"role": "user", "content": "hi"}]}
+    response = await http.post("/v1/chat/completions", json=body | extra | {"max_tokens": 2})
+    error = assert_openai_error(response, 400, "unsupported_parameter")
+    assert error["param"] == param
+
+
+@pytest.mark.parametrize(
+    ("content", "param", "words"),
+    [
+        ([{"type": "foo"}], "messages[0].content[0]", "'image_url'"),
+        (
+            [{"type": "image_url", "image_url": {}}],
+            "messages[0].content[0].image_url.url",
+            "required",
+        ),
+        (5, "messages[0].content", "valid string or"),
+    ],
+)
+async def test_a_bad_content_part_is_named_precisely(
+    http: httpx.AsyncClient, content: object, param: str, words: str
+) -> None:
+    body = {"model": "reference-llava", "messages": [{"role": "user", "content": content}]}
+    error = assert_openai_error(await http.post("/v1/chat/completions", json=body), 400)
+    assert error["param"] == param
+    assert words in error["message"]
+    assert "more problem" not in error["message"]  # union alternatives are not extra problems
