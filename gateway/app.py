@@ -37,9 +37,14 @@ async def _gateway_error(request: Request, exc: Exception) -> JSONResponse:
     return _error_response(exc)
 
 
+# Starlette's own HTTP errors (routing), as OpenAI-style codes.
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 415: "unsupported_media_type"}
+
+
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
-    error = GatewayError(str(exc.detail), code="not_found" if exc.status_code == 404 else None)
+    code = _HTTP_CODES.get(exc.status_code, f"http_{exc.status_code}")
+    error = GatewayError(str(exc.detail), code=code)
     error.status_code = exc.status_code
     error.error_type = "invalid_request_error" if exc.status_code < 500 else "server_error"
     return _error_response(error)

@@ -180,3 +180,17 @@ async def test_a_bad_content_part_is_named_precisely(
     assert error["param"] == param
     assert words in error["message"]
     assert "more problem" not in error["message"]  # union alternatives are not extra problems
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "code"),
+    [
+        ("GET", "/v1/chat/completions", 405, "method_not_allowed"),
+        ("POST", "/v1/embeddings", 404, "not_found"),
+    ],
+)
+async def test_routing_errors_are_openai_errors_with_their_own_code(
+    http: httpx.AsyncClient, method: str, path: str, status: int, code: str
+) -> None:
+    error = assert_openai_error(await http.request(method, path), status, code)
+    assert error["type"] == "invalid_request_error"
