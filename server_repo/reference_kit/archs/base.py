@@ -141,6 +141,48 @@ def expect_array(value: Any, name: str, ndim: int, dtypes: tuple[type, ...]) -> 
     return value
 
 
+def decoder_settings(
+    spec: dict[str, Any], tokenizer: PreTrainedTokenizerBase, **overrides: Any
+) -> dict[str, Any]:
+    """The text decoder's config arguments every tiny spec shares: sizes from ``spec``,
+    special ids from the tokenizer; ``overrides`` for an architecture's own."""
+    text = spec["text"]
+    settings = {
+        "vocab_size": len(tokenizer),
+        "hidden_size": text["hidden"],
+        "intermediate_size": text["intermediate"],
+        "num_hidden_layers": text["layers"],
+        "num_attention_heads": text["heads"],
+        "max_position_embeddings": spec["max_positions"],
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id,
+        "initializer_range": spec["init_range"],
+    }
+    if "kv_heads" in text:
+        settings["num_key_value_heads"] = text["kv_heads"]
+    return settings | overrides
+
+
+def image_array(
+    arch: str,
+    images: Any,
+    video: Any,
+    name: str,
+    dtypes: tuple[type, ...],
+    needed: str | None = None,
+) -> np.ndarray | None:
+    """The request's images as a 4-D array the model can read, for image-only models: video
+    is refused; no images is None, or the refusal ``needed`` for a model that needs one."""
+    if video is not None:
+        raise InvalidRequest(f"video input is not supported by {arch}")
+    if images is None:
+        if needed:
+            raise InvalidRequest(needed)
+        return None
+    return expect_array(images, name, 4, dtypes)
+
+
 def model_device_dtype(model: PreTrainedModel) -> tuple[torch.device, torch.dtype]:
     parameter = next(model.parameters())
     return parameter.device, parameter.dtype

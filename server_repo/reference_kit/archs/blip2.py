@@ -42,7 +42,7 @@ from server_repo.reference_kit.archs.base import (
     Arch,
     EncoderOutput,
     MediaFeatures,
-    expect_array,
+    image_array,
     model_device_dtype,
 )
 from server_repo.reference_kit.request import InvalidRequest
@@ -138,11 +138,11 @@ class Blip2OptArch(Arch):
         images: np.ndarray | None,
         video: np.ndarray | None,
     ) -> MediaFeatures:
-        if video is not None:
-            raise InvalidRequest(f"video input is not supported by {self.name}")
-        if images is None:
-            raise InvalidRequest(f"{self.name} needs an image (image_input): BLIP2 reads one")
-        pixels = expect_array(images, "image_input", 4, (np.float16, np.float32))
+        needed = f"{self.name} needs an image (image_input): BLIP2 reads one"
+        pixels = image_array(
+            self.name, images, video, "image_input", (np.float16, np.float32), needed
+        )
+        assert pixels is not None
         if pixels.shape != (1, 3, IMAGE_SIZE, IMAGE_SIZE):
             raise InvalidRequest(
                 f"image_input must be one image [1, 3, {IMAGE_SIZE}, {IMAGE_SIZE}] per request, "

@@ -40,7 +40,8 @@ from transformers.models.fuyu.image_processing_pil_fuyu import FuyuImageProcesso
 from server_repo.reference_kit.archs.base import (
     Arch,
     MediaFeatures,
-    expect_array,
+    decoder_settings,
+    image_array,
     model_device_dtype,
 )
 from server_repo.reference_kit.request import InvalidRequest
@@ -77,18 +78,7 @@ class FuyuArch(Arch):
 
     def tiny_config(self, tokenizer: PreTrainedTokenizerBase) -> PretrainedConfig:
         spec = self.tiny_spec
-        text = PersimmonConfig(
-            vocab_size=len(tokenizer),
-            hidden_size=spec["text"]["hidden"],
-            intermediate_size=spec["text"]["intermediate"],
-            num_hidden_layers=spec["text"]["layers"],
-            num_attention_heads=spec["text"]["heads"],
-            max_position_embeddings=spec["max_positions"],
-            bos_token_id=tokenizer.bos_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-            pad_token_id=tokenizer.pad_token_id,
-            initializer_range=spec["init_range"],
-        )
+        text = PersimmonConfig(**decoder_settings(spec, tokenizer))
         return FuyuConfig(
             text_config=text,
             patch_size=PATCH,
@@ -115,11 +105,9 @@ class FuyuArch(Arch):
         images: np.ndarray | None,
         video: np.ndarray | None,
     ) -> MediaFeatures:
-        if video is not None:
-            raise InvalidRequest(f"video input is not supported by {self.name}")
-        if images is None:
+        pixels = image_array(self.name, images, video, "image_input", (np.float16, np.float32))
+        if pixels is None:
             return MediaFeatures.empty()
-        pixels = expect_array(images, "image_input", 4, (np.float16, np.float32))
         _, channels, height, width = pixels.shape
         if channels != 3 or height > CANVAS[0] or width > CANVAS[1]:
             raise InvalidRequest(

@@ -38,7 +38,7 @@ from transformers import (
 from server_repo.reference_kit.archs.base import (
     Arch,
     MediaFeatures,
-    expect_array,
+    image_array,
     model_device_dtype,
 )
 from server_repo.reference_kit.request import InvalidRequest
@@ -132,11 +132,9 @@ class Kosmos2Arch(Arch):
         images: np.ndarray | None,
         video: np.ndarray | None,
     ) -> MediaFeatures:
-        if video is not None:
-            raise InvalidRequest(f"video input is not supported by {self.name}")
-        if images is None:
+        pixels = image_array(self.name, images, video, "image_input", (np.float16, np.float32))
+        if pixels is None:
             return MediaFeatures.empty()
-        pixels = expect_array(images, "image_input", 4, (np.float16, np.float32))
         if pixels.shape != (1, 3, IMAGE_SIZE, IMAGE_SIZE):
             raise InvalidRequest(
                 f"image_input must be one image [1, 3, {IMAGE_SIZE}, {IMAGE_SIZE}] per request, "

@@ -29,7 +29,8 @@ from transformers import (
 from server_repo.reference_kit.archs.base import (
     Arch,
     MediaFeatures,
-    expect_array,
+    decoder_settings,
+    image_array,
     model_device_dtype,
 )
 from server_repo.reference_kit.request import InvalidRequest
@@ -65,19 +66,7 @@ class LlavaArch(Arch):
             projection_dim=spec["vision"]["hidden"],
             initializer_range=spec["init_range"],
         )
-        text = LlamaConfig(
-            vocab_size=len(tokenizer),
-            hidden_size=spec["text"]["hidden"],
-            intermediate_size=spec["text"]["intermediate"],
-            num_hidden_layers=spec["text"]["layers"],
-            num_attention_heads=spec["text"]["heads"],
-            num_key_value_heads=spec["text"]["kv_heads"],
-            max_position_embeddings=spec["max_positions"],
-            bos_token_id=tokenizer.bos_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-            pad_token_id=tokenizer.pad_token_id,
-            initializer_range=spec["init_range"],
-        )
+        text = LlamaConfig(**decoder_settings(spec, tokenizer))
         return LlavaConfig(
             vision_config=vision,
             text_config=text,
@@ -108,11 +97,9 @@ class LlavaArch(Arch):
         images: np.ndarray | None,
         video: np.ndarray | None,
     ) -> MediaFeatures:
-        if video is not None:
-            raise InvalidRequest(f"video input is not supported by {self.name}")
-        if images is None:
+        pixels = image_array(self.name, images, video, "image_input", (np.float16, np.float32))
+        if pixels is None:
             return MediaFeatures.empty()
-        pixels = expect_array(images, "image_input", 4, (np.float16, np.float32))
         size = model.config.vision_config.image_size
         if pixels.shape[1:] != (3, size, size):
             raise InvalidRequest(

@@ -41,7 +41,9 @@ from transformers.models.llava_next.modeling_llava_next import image_size_to_num
 from server_repo.reference_kit.archs.base import (
     Arch,
     MediaFeatures,
+    decoder_settings,
     expect_array,
+    image_array,
     model_device_dtype,
 )
 from server_repo.reference_kit.request import GenerationRequest, InvalidRequest
@@ -84,20 +86,7 @@ class LlavaNextArch(Arch):
             projection_dim=spec["vision"]["hidden"],
             initializer_range=spec["init_range"],
         )
-        text = MistralConfig(
-            vocab_size=len(tokenizer),
-            hidden_size=spec["text"]["hidden"],
-            intermediate_size=spec["text"]["intermediate"],
-            num_hidden_layers=spec["text"]["layers"],
-            num_attention_heads=spec["text"]["heads"],
-            num_key_value_heads=spec["text"]["kv_heads"],
-            max_position_embeddings=spec["max_positions"],
-            sliding_window=None,
-            bos_token_id=tokenizer.bos_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-            pad_token_id=tokenizer.pad_token_id,
-            initializer_range=spec["init_range"],
-        )
+        text = MistralConfig(**decoder_settings(spec, tokenizer, sliding_window=None))
         return LlavaNextConfig(
             vision_config=vision,
             text_config=text,
@@ -127,11 +116,11 @@ class LlavaNextArch(Arch):
     def encode_request(
         self, model: PreTrainedModel, processor: Any, request: GenerationRequest
     ) -> MediaFeatures:
-        if request.video is not None:
-            raise InvalidRequest(f"video input is not supported by {self.name}")
-        if request.images is None:
+        pixels = image_array(
+            self.name, request.images, request.video, "image_input", (np.float16, np.float32)
+        )
+        if pixels is None:
             return MediaFeatures.empty()
-        pixels = expect_array(request.images, "image_input", 4, (np.float16, np.float32))
         if pixels.shape[1:] != (3, TILE, TILE):
             raise InvalidRequest(
                 f"image_input must be anyres patches [n, 3, {TILE}, {TILE}] per request, "

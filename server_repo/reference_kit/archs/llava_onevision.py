@@ -43,6 +43,7 @@ from transformers.models.llava_onevision.image_processing_pil_llava_onevision im
 from server_repo.reference_kit.archs.base import (
     Arch,
     MediaFeatures,
+    decoder_settings,
     expect_array,
     model_device_dtype,
 )
@@ -87,19 +88,7 @@ class LlavaOnevisionArch(Arch):
             patch_size=14,
             vision_use_head=False,
         )
-        text = Qwen2Config(
-            vocab_size=len(tokenizer),
-            hidden_size=spec["text"]["hidden"],
-            intermediate_size=spec["text"]["intermediate"],
-            num_hidden_layers=spec["text"]["layers"],
-            num_attention_heads=spec["text"]["heads"],
-            num_key_value_heads=spec["text"]["kv_heads"],
-            max_position_embeddings=spec["max_positions"],
-            bos_token_id=tokenizer.eos_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-            pad_token_id=tokenizer.pad_token_id,
-            initializer_range=spec["init_range"],
-        )
+        text = Qwen2Config(**decoder_settings(spec, tokenizer, bos_token_id=tokenizer.eos_token_id))
         return LlavaOnevisionConfig(
             vision_config=vision,
             text_config=text,

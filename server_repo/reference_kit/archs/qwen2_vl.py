@@ -38,7 +38,7 @@ from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLIm
 from server_repo.reference_kit.archs.base import (
     Arch,
     MediaFeatures,
-    expect_array,
+    image_array,
     model_device_dtype,
 )
 from server_repo.reference_kit.request import InvalidRequest
@@ -121,11 +121,9 @@ class Qwen2VLArch(Arch):
         images: np.ndarray | None,
         video: np.ndarray | None,
     ) -> MediaFeatures:
-        if video is not None:
-            raise InvalidRequest(f"video input is not supported by {self.name}")
-        if images is None:
+        pixels = image_array(self.name, images, video, "image_bytes_input", (np.uint8,))
+        if pixels is None:
             return MediaFeatures.empty()
-        pixels = expect_array(images, "image_bytes_input", 4, (np.uint8,))
         if pixels.shape[-1] != 3:
             raise InvalidRequest(f"image_bytes_input must be RGB [n, H, W, 3], got {pixels.shape}")
         inputs = image_inputs(processor, pixels)
