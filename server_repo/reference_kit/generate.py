@@ -138,6 +138,26 @@ def run_steps(
         logits, past, reused = prefill(lm, embeds, prompt, cache, extra_id)
     stats.reused_blocks = reused
     embed_tokens = lm.module.get_input_embeddings()
+
+    def next_logits(token: int, generated: list[int]) -> torch.Tensor:
+        step = embed_tokens(torch.tensor([[token]], device=embeds.device))
+        return lm.logits(step, past, len(prompt) + len(generated) - 1)
+
+    yield from decode_loop(logits, next_logits, sampler, stop, stats, is_cancelled)
+
+
+def decode_loop(
+    logits: torch.Tensor,
+    next_logits: Callable[[int, list[int]], torch.Tensor],
+    sampler: Sampler,
+    stop: StopRule,
+    stats: GenerationStats,
+    is_cancelled: Callable[[], bool] | None,
+) -> Iterator[int]:
+    """Sample, yield, check stop and cancellation, step: the loop every engine shares
+    (decoder-only here, encoder-decoder in ``seq2seq``). ``next_logits(token, generated)``
+    runs the model one step; inference mode is entered around it and around sampling, never
+    held across a ``yield``."""
     generated: list[int] = []
     while True:
         with torch.inference_mode():
@@ -152,5 +172,4 @@ def run_steps(
             stats.cancelled, stats.finish_reason = True, "cancelled"
             return
         with torch.inference_mode():
-            step = embed_tokens(torch.tensor([[token]], device=embeds.device))
-            logits = lm.logits(step, past, len(prompt) + len(generated) - 1)
+            logits = next_logits(token, generated)

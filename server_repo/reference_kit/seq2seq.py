@@ -23,7 +23,7 @@ from transformers.modeling_outputs import BaseModelOutput
 
 from server_repo.reference_kit.archs.base import EncoderOutput
 from server_repo.reference_kit.engine import PreparedRequest, ReferenceEngine
-from server_repo.reference_kit.generate import StopRule
+from server_repo.reference_kit.generate import StopRule, decode_loop
 from server_repo.reference_kit.request import (
     GenerationRequest,
     GenerationStats,
@@ -126,18 +126,11 @@ def run_decoder(
         encoder = encode()
         past = EncoderDecoderCache(DynamicCache(), DynamicCache())
         logits = _decoder_logits(decoder, encoder, start, past)
-    generated: list[int] = []
-    while True:
-        with torch.inference_mode():
-            token = sampler.choose(logits, generated)
-        generated.append(token)
-        stats.output_tokens = len(generated)
-        yield token
-        stats.finish_reason = stop.reason(generated)
-        if stats.finish_reason is not None:
-            return
-        if is_cancelled is not None and is_cancelled():
-            stats.cancelled, stats.finish_reason = True, "cancelled"
-            return
-        with torch.inference_mode():
-            logits = _decoder_logits(decoder, encoder, [token], past)
+    yield from decode_loop(
+        logits,
+        lambda token, _generated: _decoder_logits(decoder, encoder, [token], past),
+        sampler,
+        stop,
+        stats,
+        is_cancelled,
+    )
