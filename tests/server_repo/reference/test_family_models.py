@@ -10,39 +10,19 @@ malformed image into an error response instead of a hang.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
-import grpc
 import numpy as np
 import pytest
 import tritonclient.grpc.aio as grpcclient
 from tritonclient.grpc import service_pb2_grpc
 
-from gateway.triton.embedded import EmbeddedTriton
 from server_repo.reference_kit import ReferenceEngine
 from tests.server_repo.family_samples import ENCODER_DECODER, FAMILIES, PROMPTS, family_media
 from tests.server_repo.reference.triton_stream import int_output, one, stream, tensors, texts
 
 IMAGE_BYTES = ("mllama", "qwen2_vl")
 NO_EXTRA_ID = ("qwen2_vl", *ENCODER_DECODER)
-
-
-@pytest.fixture(scope="module")
-async def client(
-    embedded_triton: EmbeddedTriton,
-) -> AsyncIterator[grpcclient.InferenceServerClient]:
-    triton = grpcclient.InferenceServerClient(embedded_triton.grpc_url)
-    yield triton
-    await triton.close()
-
-
-@pytest.fixture(scope="module")
-async def stub(
-    embedded_triton: EmbeddedTriton,
-) -> AsyncIterator[service_pb2_grpc.GRPCInferenceServiceStub]:
-    channel = grpc.aio.insecure_channel(embedded_triton.grpc_url)
-    yield service_pb2_grpc.GRPCInferenceServiceStub(channel)
-    await channel.close()
 
 
 async def test_family_models_load_with_their_contract(

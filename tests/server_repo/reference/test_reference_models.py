@@ -14,14 +14,12 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-import grpc
 import numpy as np
 import pytest
 import tritonclient.grpc.aio as grpcclient
 from tritonclient.grpc import service_pb2_grpc
 from tritonclient.utils import np_to_triton_dtype
 
-from gateway.triton.embedded import EmbeddedTriton
 from server_repo.reference_kit import GenerationRequest, ReferenceEngine
 from tests.server_repo.reference.triton_stream import (
     infer_request,
@@ -34,24 +32,6 @@ from tests.server_repo.reference.triton_stream import (
 from tests.server_repo.samples import llava_pixels, rgb_image
 
 LLAVA, ONEVISION = "reference_llava", "reference_llava_onevision"
-
-
-@pytest.fixture(scope="module")
-async def client(
-    embedded_triton: EmbeddedTriton,
-) -> AsyncIterator[grpcclient.InferenceServerClient]:
-    triton = grpcclient.InferenceServerClient(embedded_triton.grpc_url)
-    yield triton
-    await triton.close()
-
-
-@pytest.fixture(scope="module")
-async def stub(
-    embedded_triton: EmbeddedTriton,
-) -> AsyncIterator[service_pb2_grpc.GRPCInferenceServiceStub]:
-    channel = grpc.aio.insecure_channel(embedded_triton.grpc_url)
-    yield service_pb2_grpc.GRPCInferenceServiceStub(channel)
-    await channel.close()
 
 
 async def test_models_load_with_their_contract_names(

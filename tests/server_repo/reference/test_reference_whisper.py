@@ -16,20 +16,10 @@ import tritonclient.grpc.aio as grpcclient
 from tritonclient.grpc import InferResult
 
 from gateway.families._mel import log_mel, to_encoder_input
-from gateway.triton.embedded import EmbeddedTriton
 from server_repo.reference_kit.whisper import DEFAULT_PREFIX, WhisperEngine
 from tests.audio_samples import speech_like
 
 DIRECT, BLS = "reference_whisper", "reference_whisper_bls"
-
-
-@pytest.fixture(scope="module")
-async def client(
-    embedded_triton: EmbeddedTriton,
-) -> AsyncIterator[grpcclient.InferenceServerClient]:
-    triton = grpcclient.InferenceServerClient(embedded_triton.grpc_url)
-    yield triton
-    await triton.close()
 
 
 def _input(name: str, array: np.ndarray) -> grpcclient.InferInput:
