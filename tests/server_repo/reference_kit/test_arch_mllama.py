@@ -19,13 +19,7 @@ def engine(family_engine: Callable[[str], ReferenceEngine]) -> ReferenceEngine:
     return family_engine(FAMILY)
 
 
-def test_greedy_matches_hf_generate_and_follows_the_image(engine: ReferenceEngine) -> None:
-    answers = []
-    for seed in (0, 1):
-        request = family_media(FAMILY, seed).request(FAMILY)
-        answers.append(kit_greedy(engine, request))
-        assert answers[-1] == hf_greedy(engine, request)
-    assert answers[0] != answers[1]
+def test_two_images_match_hf_generate(engine: ReferenceEngine) -> None:
     two = GenerationRequest("<|image|>A<|image|>B", 6, images=rgb_image(4, 50, 70, count=2))
     assert kit_greedy(engine, two) == hf_greedy(engine, two)
 

@@ -9,7 +9,6 @@ import pytest
 
 from server_repo.reference_kit import GenerationRequest, InvalidRequest, ReferenceEngine
 from server_repo.reference_kit.archs.qwen2_vl import rope_positions
-from tests.server_repo.family_samples import family_media
 from tests.server_repo.reference_kit.hf_oracle import hf_greedy, kit_greedy
 from tests.server_repo.samples import rgb_image
 
@@ -21,13 +20,7 @@ def engine(family_engine: Callable[[str], ReferenceEngine]) -> ReferenceEngine:
     return family_engine(FAMILY)
 
 
-def test_greedy_matches_hf_generate_and_follows_the_image(engine: ReferenceEngine) -> None:
-    answers = []
-    for seed in (0, 1):
-        request = family_media(FAMILY, seed).request(FAMILY)
-        answers.append(kit_greedy(engine, request))
-        assert answers[-1] == hf_greedy(engine, request)
-    assert answers[0] != answers[1]
+def test_text_only_matches_hf_generate(engine: ReferenceEngine) -> None:
     text_only = GenerationRequest("What is shown here?", 8)
     assert kit_greedy(engine, text_only) == hf_greedy(engine, text_only)
 
