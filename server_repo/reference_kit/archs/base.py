@@ -183,6 +183,14 @@ def image_array(
     return expect_array(images, name, 4, dtypes)
 
 
+def rgb_image_bytes(arch: str, images: Any, video: Any) -> np.ndarray | None:
+    """``image_bytes_input`` as uint8 RGB ``[n, H, W, 3]`` for image-only models, or None."""
+    pixels = image_array(arch, images, video, "image_bytes_input", (np.uint8,))
+    if pixels is not None and pixels.shape[-1] != 3:
+        raise InvalidRequest(f"image_bytes_input must be RGB [n, H, W, 3], got {pixels.shape}")
+    return pixels
+
+
 def model_device_dtype(model: PreTrainedModel) -> tuple[torch.device, torch.dtype]:
     parameter = next(model.parameters())
     return parameter.device, parameter.dtype

@@ -44,8 +44,8 @@ from transformers.models.mllama.processing_mllama import (
 from server_repo.reference_kit.archs.base import (
     Arch,
     MediaFeatures,
-    image_array,
     model_device_dtype,
+    rgb_image_bytes,
 )
 from server_repo.reference_kit.request import InvalidRequest
 from server_repo.reference_kit.templates import MLLAMA, Prompt
@@ -147,11 +147,9 @@ class MllamaArch(Arch):
         images: np.ndarray | None,
         video: np.ndarray | None,
     ) -> MediaFeatures:
-        pixels = image_array(self.name, images, video, "image_bytes_input", (np.uint8,))
+        pixels = rgb_image_bytes(self.name, images, video)
         if pixels is None:
             return MediaFeatures.empty()
-        if pixels.shape[-1] != 3:
-            raise InvalidRequest(f"image_bytes_input must be RGB [n, H, W, 3], got {pixels.shape}")
         inputs = image_inputs(processor, pixels)
         states = cross_attention_states(model, inputs)
         return MediaFeatures((), None, {"states": states, "num_tiles": inputs["num_tiles"]})

@@ -38,10 +38,9 @@ from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLIm
 from server_repo.reference_kit.archs.base import (
     Arch,
     MediaFeatures,
-    image_array,
     model_device_dtype,
+    rgb_image_bytes,
 )
-from server_repo.reference_kit.request import InvalidRequest
 from server_repo.reference_kit.templates import QWEN2_VL, MediaSlot, Prompt
 from server_repo.reference_kit.tiny_tokenizer import SpecialTokens
 
@@ -121,11 +120,9 @@ class Qwen2VLArch(Arch):
         images: np.ndarray | None,
         video: np.ndarray | None,
     ) -> MediaFeatures:
-        pixels = image_array(self.name, images, video, "image_bytes_input", (np.uint8,))
+        pixels = rgb_image_bytes(self.name, images, video)
         if pixels is None:
             return MediaFeatures.empty()
-        if pixels.shape[-1] != 3:
-            raise InvalidRequest(f"image_bytes_input must be RGB [n, H, W, 3], got {pixels.shape}")
         inputs = image_inputs(processor, pixels)
         device, dtype = model_device_dtype(model)
         output = model.model.get_image_features(
