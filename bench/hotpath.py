@@ -31,8 +31,8 @@ from gateway.media.fetch import FetchLimits, MediaFetcher
 from gateway.media.identity import ExtraIdRegistry
 from gateway.media.offload import Offloader
 from gateway.runtime import Runtime, ServedRuntime
-from gateway.triton import client as triton_client
 from gateway.triton.contract import parse_model_config
+from gateway.triton.responses import text_response
 
 WORDS = [f" w{i}" for i in range(16)]
 CONFIG = {
@@ -96,7 +96,7 @@ def time_decode(repeat: int, n: int = 20000) -> dict[str, float]:
 
         def work(message: Any = message) -> None:
             for _ in range(n):
-                triton_client._response(message)
+                text_response(message)
 
         results[f"decode, {label}"] = cpu_us(work, repeat) / n
     return results
@@ -108,12 +108,14 @@ class FakeClient:
     url = "fake:1"
 
     def __init__(self, tokens: int) -> None:
-        response = triton_client.TritonResponse
+        # Triton's protobuf messages, as the gateway's client yields them (decoding included).
         self.responses = [
-            response(WORDS[i % len(WORDS)], False, True, {}) for i in range(tokens - 1)
-        ] + [response(" end", False, True, {"num_input_tokens": 7, "num_output_tokens": tokens})]
+            response_message(WORDS[i % len(WORDS)], False) for i in range(tokens - 1)
+        ] + [response_message(" end", True)]
 
-    async def stream(self, model: str, inputs: list[Any], request_id: str) -> AsyncIterator[Any]:
+    async def stream(
+        self, model: str, inputs: list[Any], request_id: str, outputs: Any = ()
+    ) -> AsyncIterator[Any]:
         for response in self.responses:
             yield response
 

@@ -17,6 +17,7 @@ import tritonclient.grpc.aio as grpcclient
 
 from bench.stack import BENCH_MODEL, set_token_interval, start_triton
 from gateway.triton.client import TritonClient
+from gateway.triton.responses import text_response
 
 STREAMS = 16
 REQUESTS_PER_STREAM = 2
@@ -72,8 +73,8 @@ async def _measure() -> dict[str, float]:
         gateway_client = TritonClient(triton.grpc_url)
         cases: dict[str, Callable[[], AsyncIterator[Any]]] = {
             "grpc: tritonclient stream_infer, no decode": raw,
-            "grpc: gateway TritonClient.stream (receive + decode)": lambda: gateway_client.stream(
-                BENCH_MODEL, inputs, "bench"
+            "grpc: gateway TritonClient.stream (receive + decode)": lambda: _decoded(
+                gateway_client.stream(BENCH_MODEL, inputs, "bench")
             ),
         }
         for label, stream in cases.items():
@@ -84,6 +85,11 @@ async def _measure() -> dict[str, float]:
     finally:
         await triton.stop()
     return results
+
+
+async def _decoded(raw: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    async for message in raw:
+        yield text_response(message)
 
 
 def time_grpc() -> dict[str, float]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gateway.config import Limits, ServedModel, Settings
@@ -20,6 +21,7 @@ from gateway.media.identity import ExtraIdRegistry
 from gateway.media.offload import Offloader, OffloadLimits
 from gateway.observability.metrics import GatewayMetrics
 from gateway.pipeline.lora import LoraLedger
+from gateway.triton.backend import TritonBackend
 from gateway.triton.client import TritonClient
 from gateway.triton.contract import ModelContract
 from gateway.triton.embedded import EmbeddedTriton
@@ -33,7 +35,7 @@ class ServedRuntime:
 
     config: ServedModel
     family: Family
-    client: TritonClient
+    client: TritonBackend
     contract: ModelContract | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     # LoRA task ids this Triton model has had the weights of (shared by its served ids).
@@ -43,9 +45,9 @@ class ServedRuntime:
         if self.contract is None:
             async with self._lock:
                 if self.contract is None:
-                    self.contract = await self.client.contract(
-                        self.config.triton_model, self.family.required_inputs
-                    )
+                    contract = await self.client.contract(self.config.triton_model)
+                    contract.require(self.family.required_inputs, "a TensorRT-LLM text contract")
+                    self.contract = contract
         return self.contract
 
     @property
@@ -59,7 +61,7 @@ class ServedRuntime:
 class Runtime:
     settings: Settings
     models: dict[str, ServedRuntime]
-    clients: dict[str, TritonClient]
+    clients: dict[str, TritonBackend]
     fetcher: MediaFetcher
     extra_ids: ExtraIdRegistry
     offload: Offloader  # media decoding: worker processes, bounded, a time budget per item
@@ -106,8 +108,14 @@ def embedded_environment(settings: Settings) -> dict[str, str]:
     return env
 
 
-async def build_runtime(settings: Settings, metrics: GatewayMetrics | None = None) -> Runtime:
-    """Launch the embedded Triton if needed, connect, and read every model's contract."""
+async def build_runtime(
+    settings: Settings,
+    metrics: GatewayMetrics | None = None,
+    connect: Callable[[str], TritonBackend] = TritonClient,
+) -> Runtime:
+    """Launch the embedded Triton if needed, connect, and read every model's contract.
+
+    ``connect`` makes the backend for one Triton URL (tests pass an in-process fake)."""
     metrics = metrics or GatewayMetrics()
     embedded = None
     if settings.needs_embedded:
@@ -120,12 +128,12 @@ async def build_runtime(settings: Settings, metrics: GatewayMetrics | None = Non
             python=settings.embedded.python,
         )
         await embedded.start()
-    clients: dict[str, TritonClient] = {}
+    clients: dict[str, TritonBackend] = {}
     models: dict[str, ServedRuntime] = {}
     ledgers: dict[tuple[str, str], LoraLedger] = {}
     for served in settings.models:
         url = served.triton_url or (embedded.grpc_url if embedded else "")
-        client = clients.setdefault(url, TritonClient(url))
+        client = clients.get(url) or clients.setdefault(url, connect(url))
         family = get_family(served.family)
         if served.lora and not family.supports_lora:
             raise ValueError(f"model {served.id!r}: family {family.name!r} takes no LoRA adapters")

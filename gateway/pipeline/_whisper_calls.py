@@ -88,7 +88,7 @@ async def direct_window(
     tokens: list[int] = []
     generated = 0
     ended = False
-    results = served.client.stream_results(
+    results = served.client.stream(
         served.config.triton_model, direct_inputs(call, contract), request_id, DIRECT_OUTPUTS
     )
     try:
@@ -126,7 +126,7 @@ async def bls_window(
     to_delta = CumulativeToDelta()
     text = ""
     responses = 0
-    results = served.client.stream_results(
+    results = served.client.stream(
         served.config.triton_model, bls_inputs(call, contract), request_id, BLS_OUTPUTS
     )
     try:
@@ -160,7 +160,7 @@ async def detect_language(
         end_id=tokenizer.eot,
         stream=False,
     )
-    results = served.client.stream_results(
+    results = served.client.stream(
         served.config.triton_model, direct_inputs(call, contract), request_id, DIRECT_OUTPUTS
     )
     ids: list[int] = []

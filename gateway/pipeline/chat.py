@@ -28,6 +28,7 @@ from gateway.runtime import Runtime, ServedRuntime
 from gateway.streaming.chunks import UsageCounts
 from gateway.streaming.text import CumulativeToDelta, StopMatcher
 from gateway.triton.contract import ModelContract
+from gateway.triton.responses import text_response
 from gateway.triton.tensors import GenerationRequest, build_inputs
 
 
@@ -189,7 +190,8 @@ async def relay(
     stream = served.client.stream(served.config.triton_model, inputs, request_id)
     lora = prepared.lora
     try:
-        async for response in stream:
+        async for raw in stream:
+            response = text_response(raw)
             if lora is not None and lora.weights is not None:
                 served.lora.delivered_ok(lora.task_id)  # the server has the adapter now
             counters.update(response.counters)

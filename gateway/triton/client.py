@@ -18,42 +18,29 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import grpc
-import numpy as np
 import tritonclient.grpc.aio as grpcclient
 from tritonclient.grpc import service_pb2
 from tritonclient.grpc._utils import _get_inference_request
 from tritonclient.utils import InferenceServerException
 
 from gateway.errors import GatewayError, InvalidRequest, UpstreamFailed, UpstreamUnavailable
-from gateway.triton.contract import REQUIRED_INPUTS, ModelContract, parse_model_config
+from gateway.triton.contract import ModelContract, parse_model_config
+from gateway.triton.responses import is_final
 
 # Triton reports model-side validation failures only as text; these mark the caller's fault.
 _CLIENT_FAULT = re.compile(
     r"exceed|too (long|many|large)|invalid|must be|out of range|not supported|unsupported",
     re.IGNORECASE,
 )
-_COUNTERS = frozenset({"num_input_tokens", "num_output_tokens", "kv_cache_reused_blocks"})
-_INT_WIDTHS = {"INT32": 4, "INT64": 8, "UINT32": 4, "UINT64": 8, "INT16": 2, "INT8": 1}
 _STREAM_METHOD = "/inference.GRPCInferenceService/ModelStreamInfer"
 # As tritonclient's channel: messages up to 2 GiB (images and features travel inline).
 _CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", 2**31 - 1),
     ("grpc.max_receive_message_length", 2**31 - 1),
 ]
-
-
-@dataclass(frozen=True)
-class TritonResponse:
-    """One streamed response: its text and whichever counters the model returned."""
-
-    text: str
-    final: bool
-    has_output: bool
-    counters: dict[str, int]
 
 
 def translate_error(exc: BaseException) -> GatewayError:
@@ -74,69 +61,6 @@ def translate_error(exc: BaseException) -> GatewayError:
     if _CLIENT_FAULT.search(message):
         return InvalidRequest(f"the model rejected the request: {message}", code="model_rejected")
     return UpstreamFailed(f"the inference server failed: {message}")
-
-
-def is_final(raw: service_pb2.ModelInferResponse) -> bool:
-    """Whether Triton flagged this response as the request's last."""
-    final_param = raw.parameters.get("triton_final_response")
-    return bool(final_param.bool_param) if final_param is not None else False
-
-
-def _response(raw: service_pb2.ModelInferResponse) -> TritonResponse:
-    """Read one response straight from its protobuf: called once per token.
-
-    ``InferResult.as_numpy`` scans every output and builds numpy arrays (an object array
-    for BYTES) for each name asked; here one pass over the outputs decodes the first
-    length-prefixed string of ``text_output`` and the counters from Triton's raw contents.
-    An output sent another way (typed ``contents``, unusual in Triton's answers) falls back
-    to ``as_numpy``.
-    """
-    final_param = raw.parameters.get("triton_final_response")
-    final = bool(final_param.bool_param) if final_param is not None else False
-    contents = raw.raw_output_contents
-    text = ""
-    has_output = False
-    counters: dict[str, int] = {}
-    for index, output in enumerate(raw.outputs):
-        name = output.name
-        if name == "text_output":
-            has_output = True
-            text = _first_string(contents[index]) if index < len(contents) else _text_of(raw)
-        elif name in _COUNTERS:
-            value = _first_int(contents[index], output.datatype) if index < len(contents) else None
-            if value is None:
-                value = _int_of(raw, name)
-            if value is not None:
-                counters[name] = value
-    return TritonResponse(text=text, final=final, has_output=has_output, counters=counters)
-
-
-def _first_string(data: bytes) -> str:
-    """The first element of a serialised BYTES tensor (4-byte little-endian length, bytes)."""
-    if len(data) < 4:
-        return ""
-    size = int.from_bytes(data[:4], "little")
-    return data[4 : 4 + size].decode("utf-8", errors="replace")
-
-
-def _first_int(data: bytes, datatype: str) -> int | None:
-    width = _INT_WIDTHS.get(datatype)
-    if width is None or len(data) < width:
-        return None
-    return int.from_bytes(data[:width], "little", signed=not datatype.startswith("U"))
-
-
-def _text_of(raw: service_pb2.ModelInferResponse) -> str:
-    array = grpcclient.InferResult(raw).as_numpy("text_output")
-    if array is None or not array.size:
-        return ""
-    value = array.reshape(-1)[0]
-    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
-
-
-def _int_of(raw: service_pb2.ModelInferResponse, name: str) -> int | None:
-    array = grpcclient.InferResult(raw).as_numpy(name)
-    return int(np.asarray(array).reshape(-1)[0]) if array is not None and array.size else None
 
 
 class TritonClient:
@@ -171,9 +95,7 @@ class TritonClient:
             return False
         return True
 
-    async def contract(
-        self, model_name: str, required: Sequence[str] = REQUIRED_INPUTS
-    ) -> ModelContract:
+    async def contract(self, model_name: str) -> ModelContract:
         try:
             config: dict[str, Any] = await self._client.get_model_config(
                 model_name, as_json=True, client_timeout=10.0
@@ -182,50 +104,21 @@ class TritonClient:
             raise UpstreamUnavailable(
                 f"cannot read the config of Triton model {model_name!r} at {self.url}: {exc}"
             ) from exc
-        return parse_model_config(config.get("config", config), required)
+        return parse_model_config(config.get("config", config))
 
     async def stream(
-        self, model_name: str, inputs: list[grpcclient.InferInput], request_id: str
-    ) -> AsyncIterator[TritonResponse]:
-        """Responses for one request until the final one; cancels the call if left early."""
-        responses = self._responses(model_name, inputs, request_id, ())
-        try:
-            async for raw in responses:
-                yield _response(raw)
-        finally:
-            await responses.aclose()
-
-    async def stream_results(
         self,
         model_name: str,
-        inputs: list[grpcclient.InferInput],
+        inputs: Sequence[grpcclient.InferInput],
         request_id: str,
         outputs: Sequence[str] = (),
-    ) -> AsyncIterator[grpcclient.InferResult]:
-        """Results for one request until the final one, as tritonclient's ``InferResult``.
-
-        ``outputs`` names the outputs to ask for (default: all the model declares); for
-        callers whose model does not answer with ``text_output`` (Whisper's contracts).
-        """
-        responses = self._responses(model_name, inputs, request_id, outputs)
-        try:
-            async for raw in responses:
-                yield grpcclient.InferResult(raw)
-        finally:
-            await responses.aclose()
-
-    async def _responses(
-        self,
-        model_name: str,
-        inputs: list[grpcclient.InferInput],
-        request_id: str,
-        outputs: Sequence[str],
     ) -> AsyncIterator[service_pb2.ModelInferResponse]:
-        """The raw responses of one request's stream; cancels the call if left early."""
+        """The raw responses of one request until its final one; cancels the call if left
+        early. ``outputs`` names the outputs to ask for (default: all the model declares)."""
         try:
             request = _get_inference_request(
                 model_name=model_name,
-                inputs=inputs,
+                inputs=list(inputs),
                 model_version="",
                 request_id=request_id,
                 outputs=[grpcclient.InferRequestedOutput(name) for name in outputs] or None,

@@ -65,6 +65,14 @@ class ModelContract:
     def declares(self, field_name: str) -> bool:
         return self.input_name(field_name) is not None
 
+    def require(self, names: Sequence[str], what: str) -> None:
+        """Refuse a deployment that lacks inputs the family cannot do without."""
+        missing = [name for name in names if name not in self.inputs]
+        if missing:
+            raise UpstreamUnavailable(
+                f"Triton model {self.name!r} does not declare {missing}: not {what}"
+            )
+
     def int_parameter(self, key: str) -> int | None:
         value = self.parameters.get(key)
         try:
@@ -86,21 +94,10 @@ def _specs(entries: list[dict[str, Any]]) -> dict[str, TensorSpec]:
     return specs
 
 
-def parse_model_config(
-    config: Mapping[str, Any], required: Sequence[str] = REQUIRED_INPUTS
-) -> ModelContract:
-    """A ``ModelContract`` from ``get_model_config(..., as_json=True)["config"]``.
-
-    ``required``: inputs the caller's family cannot do without (the text contract's by
-    default; Whisper checks its two contracts itself and passes none).
-    """
+def parse_model_config(config: Mapping[str, Any]) -> ModelContract:
+    """A ``ModelContract`` from ``get_model_config(..., as_json=True)["config"]``."""
     inputs = _specs(config.get("input", []))
-    missing = [name for name in required if name not in inputs]
     name = config.get("name", "?")
-    if missing:
-        raise UpstreamUnavailable(
-            f"Triton model {name!r} does not declare {missing}: not a TensorRT-LLM text contract"
-        )
     policy = config.get("model_transaction_policy", {}) or {}
     parameters = {
         key: str(value.get("string_value", ""))

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import tritonclient.grpc.aio as grpcclient
+from tritonclient.grpc import service_pb2
 
 from gateway.errors import UpstreamUnavailable
 from gateway.triton.contract import ModelContract
+from gateway.triton.responses import output_array
 
 DIRECT_REQUIRED = ("encoder_input_features", "decoder_input_ids", "request_output_len")
 BLS_REQUIRED = ("WAV", "TEXT_PREFIX")
@@ -131,21 +133,21 @@ def bls_inputs(call: BlsCall, contract: ModelContract) -> list[grpcclient.InferI
     return inputs
 
 
-def output_ids(result: grpcclient.InferResult) -> list[int]:
+def output_ids(result: service_pb2.ModelInferResponse) -> list[int]:
     """Beam 0's token ids, cut to ``sequence_length`` when the response carries it."""
-    ids = result.as_numpy("output_ids")
+    ids = output_array(result, "output_ids")
     if ids is None or ids.size == 0:
         return []
     beam = ids.reshape(-1, ids.shape[-1])[0] if ids.ndim > 1 else ids
-    lengths = result.as_numpy("sequence_length")
+    lengths = output_array(result, "sequence_length")
     if lengths is not None and lengths.size:
         beam = beam[: max(0, int(lengths.reshape(-1)[0]))]
     return [int(t) for t in beam]
 
 
-def transcript(result: grpcclient.InferResult) -> str | None:
+def transcript(result: service_pb2.ModelInferResponse) -> str | None:
     """The ``TRANSCRIPTS`` text of one ``whisper_bls`` response (None: not in this one)."""
-    value = result.as_numpy("TRANSCRIPTS")
+    value = output_array(result, "TRANSCRIPTS")
     if value is None or value.size == 0:
         return None
     text = value.reshape(-1)[0]

@@ -25,7 +25,7 @@ TOKENS = load_tokenizer("bytes", 99)
 
 def contract(*names: str):
     inputs = [{"name": n, "data_type": "TYPE_INT32", "dims": [-1]} for n in names]
-    return parse_model_config({"name": "m", "input": inputs}, required=())
+    return parse_model_config({"name": "m", "input": inputs})
 
 
 DIRECT = contract("encoder_input_features", "decoder_input_ids", "request_output_len")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+import numpy as np
 import pytest
 
 from gateway.config import ServedModel
@@ -14,9 +15,9 @@ from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.record import RequestRecord
 from gateway.pipeline.chat import Outcome, PreparedChat, relay
 from gateway.runtime import ServedRuntime
-from gateway.triton.client import TritonResponse
 from gateway.triton.contract import parse_model_config
 from gateway.triton.tensors import GenerationRequest
+from tests.fakes.triton_wire import infer_response
 
 
 class FakeClient:
@@ -30,14 +31,19 @@ class FakeClient:
         self.request_ids: list[str] = []
         self.closed = False
 
-    async def stream(self, model: str, inputs: list, request_id: str) -> AsyncIterator:
+    async def stream(
+        self, model: str, inputs: list, request_id: str, outputs: tuple = ()
+    ) -> AsyncIterator:
         self.request_ids.append(request_id)
         try:
             for index, text in enumerate(self.texts):
                 if self.fail_after is not None and index == self.fail_after:
                     raise UpstreamFailed("the inference server failed: boom")
-                counters = {"num_input_tokens": 7, "num_output_tokens": index + 1}
-                yield TritonResponse(text, final=False, has_output=True, counters=counters)
+                yield infer_response(
+                    text_output=np.array([[text.encode()]], dtype=np.object_),
+                    num_input_tokens=np.array([[7]], np.int32),
+                    num_output_tokens=np.array([[index + 1]], np.int32),
+                )
         finally:
             self.closed = True
 

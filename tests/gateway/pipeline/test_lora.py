@@ -21,9 +21,9 @@ from gateway.pipeline.lora import (
     lora_choice,
 )
 from gateway.runtime import ServedRuntime
-from gateway.triton.client import TritonResponse
 from gateway.triton.contract import parse_model_config
 from gateway.triton.tensors import GenerationRequest
+from tests.fakes.triton_wire import infer_response
 
 
 def write_adapter(folder: Path, modules: int = 4, size: int = 8, batch_axis: bool = True) -> None:
@@ -109,10 +109,12 @@ class FakeClient:
     def __init__(self, fail: bool = False) -> None:
         self.fail = fail
 
-    async def stream(self, model: str, inputs: list, request_id: str) -> AsyncIterator:
+    async def stream(
+        self, model: str, inputs: list, request_id: str, outputs: tuple = ()
+    ) -> AsyncIterator:
         if self.fail:
             raise UpstreamFailed("LoRA task 7 not found in cache")
-        yield TritonResponse("ok", final=False, has_output=True, counters={})
+        yield infer_response(text_output=np.array([[b"ok"]], dtype=np.object_))
 
 
 def prepared_with(client: FakeClient, tmp_path: Path, weights: bool) -> PreparedChat:

@@ -17,17 +17,10 @@ from gateway.families.whisper import Whisper
 from gateway.pipeline.transcribe import TranscriptionJob, prepare_transcription, transcribe
 from gateway.streaming.transcript import Transcript
 from gateway.triton.contract import parse_model_config
+from tests.fakes.triton_wire import infer_response
 
 TOKENS = load_tokenizer("bytes", 99)
 RATE = 16_000
-
-
-class FakeResult:
-    def __init__(self, **outputs: np.ndarray) -> None:
-        self.outputs = outputs
-
-    def as_numpy(self, name: str) -> np.ndarray | None:
-        return self.outputs.get(name)
 
 
 @dataclass
@@ -37,12 +30,12 @@ class FakeClient:
     fail_window: int | None = None
     calls: list[str] = field(default_factory=list)
 
-    async def stream_results(
+    async def stream(
         self, model: str, inputs: list, request_id: str, outputs: tuple[str, ...] = ()
-    ) -> AsyncIterator[FakeResult]:
+    ) -> AsyncIterator[Any]:
         self.calls.append(request_id)
         if request_id.endswith("-lang"):
-            yield FakeResult(output_ids=np.array([[[TOKENS.language_token("de")]]], np.int32))
+            yield infer_response(output_ids=np.array([[[TOKENS.language_token("de")]]], np.int32))
             return
         index = int(request_id.rsplit("-w", 1)[1])
         await asyncio.sleep(0.05 * (4 - index))
@@ -50,11 +43,11 @@ class FakeClient:
             raise UpstreamFailed(f"window {index} failed")
         if "TRANSCRIPTS" in outputs:
             for text in (f"w{index}", f"w{index} done"):
-                yield FakeResult(TRANSCRIPTS=np.array([[text.encode()]], dtype=np.object_))
+                yield infer_response(TRANSCRIPTS=np.array([[text.encode()]], dtype=np.object_))
             return
         ids = [TOKENS.timestamp_begin, *TOKENS.encode(f" w{index}"), TOKENS.timestamp_begin + 50]
         for token in [*ids, TOKENS.eot]:
-            yield FakeResult(output_ids=np.array([[[token]]], np.int32))
+            yield infer_response(output_ids=np.array([[[token]]], np.int32))
 
 
 @dataclass
@@ -75,8 +68,7 @@ def served(kind: str, client: FakeClient | None = None) -> FakeServed:
     types = {"encoder_input_features": "TYPE_FP16", "streaming": "TYPE_BOOL"}
     inputs = [{"name": n, "data_type": types.get(n, "TYPE_INT32"), "dims": [-1]} for n in names]
     config = parse_model_config(
-        {"name": kind, "input": inputs, "model_transaction_policy": {"decoupled": True}},
-        required=(),
+        {"name": kind, "input": inputs, "model_transaction_policy": {"decoupled": True}}
     )
     options = REFERENCE_WHISPER.model_copy(update={"window_s": 10.0})
     model = ServedModel(id="w", family="whisper", triton_model=kind, whisper=options)

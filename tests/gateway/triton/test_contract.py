@@ -47,4 +47,6 @@ def test_dtypes_dims_policy_and_parameters() -> None:
 
 def test_model_without_text_contract_is_refused() -> None:
     with pytest.raises(UpstreamUnavailable, match="text_input"):
-        parse_model_config(config(("max_tokens", "TYPE_INT32", [1])))
+        parse_model_config(config(("max_tokens", "TYPE_INT32", [1]))).require(
+            ("text_input", "max_tokens"), "a TensorRT-LLM text contract"
+        )

@@ -38,7 +38,7 @@ DIRECT_NEW = [
 
 def contract(entries):
     inputs = [{"name": n, "data_type": t, "dims": d} for n, t, d in entries]
-    return parse_model_config({"name": "tensorrt_llm", "input": inputs}, required=())
+    return parse_model_config({"name": "tensorrt_llm", "input": inputs})
 
 
 def _by_name(inputs: list[grpcclient.InferInput]) -> dict[str, grpcclient.InferInput]:
@@ -92,7 +92,7 @@ def test_bls_inputs() -> None:
     assert contract_kind(bls) == "bls" and contract_kind(contract(DIRECT_NEW)) == "direct"
 
 
-def _result(**outputs: np.ndarray) -> grpcclient.InferResult:
+def _result(**outputs: np.ndarray) -> service_pb2.ModelInferResponse:
     response = service_pb2.ModelInferResponse()
     for name, array in outputs.items():
         datatype = "BYTES" if array.dtype == np.object_ else "INT32"
@@ -102,7 +102,7 @@ def _result(**outputs: np.ndarray) -> grpcclient.InferResult:
             response.raw_output_contents.append(len(item).to_bytes(4, "little") + item)
         else:
             response.raw_output_contents.append(array.tobytes())
-    return grpcclient.InferResult(response)
+    return response
 
 
 def test_output_ids_are_cut_to_sequence_length() -> None:

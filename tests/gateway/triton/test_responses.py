@@ -1,6 +1,6 @@
 """Decoding one streamed response straight from its protobuf gives what ``as_numpy`` gives.
 
-``_response`` runs once per token, so it reads the raw contents itself; these tests pin it
+``text_response`` runs once per token, so it reads the raw contents itself; these tests pin it
 to tritonclient's own decoding for every shape of answer Triton sends, and to the slow path
 when an output comes as typed ``contents`` instead of raw bytes.
 """
@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 from tritonclient.grpc import InferResult, service_pb2
 
-import gateway.triton as triton_package
-from gateway.triton.client import _response
+from gateway.triton.responses import text_response
 
 
 def message(
@@ -53,7 +52,7 @@ def slow_path(result: InferResult) -> tuple[str, bool, dict[str, int]]:
 )
 def test_text_matches_as_numpy(texts: list[bytes]) -> None:
     result = InferResult(message(texts))
-    decoded = _response(result.get_response())
+    decoded = text_response(result.get_response())
     assert (decoded.text, decoded.has_output, decoded.counters) == slow_path(result)
 
 
@@ -64,34 +63,26 @@ def test_counters_of_every_integer_width_match_as_numpy() -> None:
         "kv_cache_reused_blocks": ("UINT64", 3),
     }
     result = InferResult(message([b"x"], counters))
-    decoded = _response(result.get_response())
+    decoded = text_response(result.get_response())
     assert decoded.counters == slow_path(result)[2]
     assert decoded.counters == {"num_input_tokens": 7, "num_output_tokens": 2**40,
                                 "kv_cache_reused_blocks": 3}  # fmt: skip
 
 
 def test_a_response_without_text_output_has_no_output() -> None:
-    decoded = _response(message(None, {"num_output_tokens": ("INT32", 4)}))
+    decoded = text_response(message(None, {"num_output_tokens": ("INT32", 4)}))
     assert decoded.text == "" and not decoded.has_output
     assert decoded.counters == {"num_output_tokens": 4}
 
 
 @pytest.mark.parametrize("final", [None, False, True])
 def test_final_flag(final: bool | None) -> None:
-    assert _response(message([b"x"], final=final)).final is bool(final)
+    assert text_response(message([b"x"], final=final)).final is bool(final)
 
 
 def test_typed_contents_fall_back_to_as_numpy() -> None:
     response = service_pb2.ModelInferResponse(model_name="ensemble", id="r")
     text = response.outputs.add(name="text_output", datatype="BYTES", shape=[1])
     text.contents.bytes_contents.append(b"typed")
-    decoded = _response(response)
+    decoded = text_response(response)
     assert decoded.text == "typed" and decoded.has_output
-
-
-def test_importing_the_package_left_no_grpc_variable_behind() -> None:
-    """The classic-transport choice is made at import and not passed to child processes."""
-    import os
-
-    assert triton_package.GRPC_CLIENT_EXPERIMENTS == "-event_engine_client"
-    assert os.environ.get("GRPC_EXPERIMENTS") != triton_package.GRPC_CLIENT_EXPERIMENTS

@@ -1,0 +1,43 @@
+"""What the gateway needs from one Triton server, as a ``Protocol``: the seam between the
+request pipeline and gRPC.
+
+``TritonClient`` is the real implementation (one grpc.aio channel). Tests put an in-process
+fake of the TensorRT-LLM contract behind the same four calls, so routes, SSE framing and
+cancellation are checked without ``tritonserver``. The contract every implementation keeps:
+
+- ``contract`` reads a model's config (inputs, outputs, decoupled policy); a server that cannot
+  be reached raises ``UpstreamUnavailable``.
+- ``stream`` sends one request and yields its ``ModelInferResponse`` messages until Triton flags
+  the final one (or ends the stream); an error response or a failed call raises the gateway
+  error it maps to (``translate_error``). Closing the iterator early cancels the request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Protocol
+
+import tritonclient.grpc.aio as grpcclient
+from tritonclient.grpc import service_pb2
+
+from gateway.triton.contract import ModelContract
+
+
+class TritonBackend(Protocol):
+    """One Triton server, shared by every request to it."""
+
+    url: str
+
+    async def contract(self, model_name: str) -> ModelContract: ...
+
+    async def is_ready(self, model_names: Sequence[str] = ()) -> bool: ...
+
+    def stream(
+        self,
+        model_name: str,
+        inputs: Sequence[grpcclient.InferInput],
+        request_id: str,
+        outputs: Sequence[str] = (),
+    ) -> AsyncIterator[service_pb2.ModelInferResponse]: ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,92 @@
+"""Reading Triton's streamed responses: the text and counters of the token path, any output
+as an array. Pure: each function takes one ``ModelInferResponse`` protobuf.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import tritonclient.grpc.aio as grpcclient
+from tritonclient.grpc import service_pb2
+
+_COUNTERS = frozenset({"num_input_tokens", "num_output_tokens", "kv_cache_reused_blocks"})
+_INT_WIDTHS = {"INT32": 4, "INT64": 8, "UINT32": 4, "UINT64": 8, "INT16": 2, "INT8": 1}
+
+
+@dataclass(frozen=True)
+class TritonResponse:
+    """One streamed response: its text and whichever counters the model returned."""
+
+    text: str
+    final: bool
+    has_output: bool
+    counters: dict[str, int]
+
+
+def is_final(raw: service_pb2.ModelInferResponse) -> bool:
+    """Whether Triton flagged this response as the request's last."""
+    final_param = raw.parameters.get("triton_final_response")
+    return bool(final_param.bool_param) if final_param is not None else False
+
+
+def text_response(raw: service_pb2.ModelInferResponse) -> TritonResponse:
+    """Read one response straight from its protobuf: called once per token.
+
+    ``InferResult.as_numpy`` scans every output and builds numpy arrays (an object array
+    for BYTES) for each name asked; here one pass over the outputs decodes the first
+    length-prefixed string of ``text_output`` and the counters from Triton's raw contents.
+    An output sent another way (typed ``contents``, unusual in Triton's answers) falls back
+    to ``as_numpy``.
+    """
+    final_param = raw.parameters.get("triton_final_response")
+    final = bool(final_param.bool_param) if final_param is not None else False
+    contents = raw.raw_output_contents
+    text = ""
+    has_output = False
+    counters: dict[str, int] = {}
+    for index, output in enumerate(raw.outputs):
+        name = output.name
+        if name == "text_output":
+            has_output = True
+            text = _first_string(contents[index]) if index < len(contents) else _text_of(raw)
+        elif name in _COUNTERS:
+            value = _first_int(contents[index], output.datatype) if index < len(contents) else None
+            if value is None:
+                value = _int_of(raw, name)
+            if value is not None:
+                counters[name] = value
+    return TritonResponse(text=text, final=final, has_output=has_output, counters=counters)
+
+
+def _first_string(data: bytes) -> str:
+    """The first element of a serialised BYTES tensor (4-byte little-endian length, bytes)."""
+    if len(data) < 4:
+        return ""
+    size = int.from_bytes(data[:4], "little")
+    return data[4 : 4 + size].decode("utf-8", errors="replace")
+
+
+def _first_int(data: bytes, datatype: str) -> int | None:
+    width = _INT_WIDTHS.get(datatype)
+    if width is None or len(data) < width:
+        return None
+    return int.from_bytes(data[:width], "little", signed=not datatype.startswith("U"))
+
+
+def _text_of(raw: service_pb2.ModelInferResponse) -> str:
+    array = grpcclient.InferResult(raw).as_numpy("text_output")
+    if array is None or not array.size:
+        return ""
+    value = array.reshape(-1)[0]
+    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def _int_of(raw: service_pb2.ModelInferResponse, name: str) -> int | None:
+    array = grpcclient.InferResult(raw).as_numpy(name)
+    return int(np.asarray(array).reshape(-1)[0]) if array is not None and array.size else None
+
+
+def output_array(raw: service_pb2.ModelInferResponse, name: str) -> np.ndarray | None:
+    """One output of a response as numpy (BYTES as an object array); None when absent."""
+    return grpcclient.InferResult(raw).as_numpy(name)
