@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gateway.families._mel import log_mel
+from gateway.families.whisper.mel import log_mel
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 SECTION = "## Whisper log-mel (`bench/mel.py`)"

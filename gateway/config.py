@@ -19,6 +19,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from gateway.families.whisper.options import WhisperOptions
+
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_REFERENCE_REPOSITORY = PACKAGE_ROOT / "server_repo" / "reference"
 DEFAULT_HOST = "127.0.0.1"
@@ -115,42 +117,6 @@ class ObservabilitySettings(_Strict):
     metrics: bool = Field(True, description="Serve Prometheus metrics at /metrics.")
 
 
-class WhisperOptions(_Strict):
-    """How the gateway calls one Whisper deployment (``family = "whisper"`` only).
-
-    Defaults follow NVIDIA's Whisper recipe: 80 mel bins (128 for large-v3), a decoder
-    engine built with ``max_input_len`` 14 and ``max_seq_len`` 114.
-    """
-
-    contract: Literal["direct", "bls"] | None = Field(
-        None,
-        description="'direct': the encoder-decoder tensorrt_llm model (the gateway sends log-mel "
-        "and prompt ids); 'bls': NVIDIA's whisper_bls (16 kHz samples and a text prefix). "
-        "None: read from the inputs the Triton model declares.",
-    )
-    n_mels: Literal[80, 128] = 80
-    vocabulary: str = Field(
-        "multilingual",
-        description="'multilingual' (multilingual.tiktoken from the installed openai-whisper), "
-        "a path to a .tiktoken rank file, or 'bytes' (the tiny reference models).",
-    )
-    languages: int | None = Field(
-        None, ge=1, le=100, description="language tokens; None: 100 with 128 mel bins, else 99"
-    )
-    max_prompt_tokens: int = Field(14, ge=4, description="the decoder engine's max_input_len")
-    max_sequence_tokens: int = Field(
-        114, ge=5, description="the decoder engine's max_seq_len (prompt + output)"
-    )
-    window_s: float | None = Field(
-        None,
-        gt=1,
-        le=30,
-        description="longest audio per Triton call; None: what the output budget can transcribe "
-        "(new tokens / 5 per second, at most 30 s; 10 s for whisper_bls's 50 tokens)",
-    )
-    concurrency: int = Field(4, ge=1, description="windows of one request in flight at once")
-
-
 class LoraAdapter(_Strict):
     """One LoRA adapter of a served model, as TensorRT-LLM's Triton backend takes it.
 
@@ -209,6 +175,11 @@ class ServedModel(_Strict):
         return adapters
 
     whisper: WhisperOptions | None = Field(None, description="family 'whisper' only")
+
+    @property
+    def family_options(self) -> BaseModel | None:
+        """The family's own options table, for families that take one."""
+        return self.whisper
 
     @model_validator(mode="after")
     def _whisper_options(self) -> ServedModel:

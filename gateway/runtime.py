@@ -47,6 +47,7 @@ class ServedRuntime:
                 if self.contract is None:
                     contract = await self.client.contract(self.config.triton_model)
                     contract.require(self.family.required_inputs, "a TensorRT-LLM text contract")
+                    self.family.bind(frozenset(contract.inputs), contract.name)
                     self.contract = contract
         return self.contract
 
@@ -134,7 +135,7 @@ async def build_runtime(
     for served in settings.models:
         url = served.triton_url or (embedded.grpc_url if embedded else "")
         client = clients.get(url) or clients.setdefault(url, connect(url))
-        family = get_family(served.family)
+        family = get_family(served.family, served.family_options)
         if served.lora and not family.supports_lora:
             raise ValueError(f"model {served.id!r}: family {family.name!r} takes no LoRA adapters")
         ledger = ledgers.setdefault((url, served.triton_model), LoraLedger())

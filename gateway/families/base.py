@@ -15,15 +15,29 @@ from typing import ClassVar, Literal
 
 import numpy as np
 from PIL import Image
+from pydantic import BaseModel
 
 from gateway.errors import InvalidRequest, TooManyMediaItems
-from gateway.triton.contract import REQUIRED_INPUTS
+from gateway.families.calls import GenerationRequest, Plan, Sampling, Task
 
 Role = Literal["system", "user", "assistant"]
 ImageTensorName = Literal["image_input", "image_bytes_input"]
 # Video goes as raw frames (``video_bytes_input``) or, for Video-NeVA, as preprocessed frames
 # in ``image_input`` (the encoder treats frames as images).
 VideoTensorName = Literal["video_bytes_input", "image_input"]
+# The inputs of TensorRT-LLM's text contract, without which no text family can be served.
+TEXT_CONTRACT_INPUTS = ("text_input", "max_tokens")
+
+
+@dataclass(frozen=True)
+class SpeechOptions:
+    """What an audio endpoint asks of a speech family (a chat request passes none)."""
+
+    task: Task = "transcribe"
+    language: str | None = None  # None: the model guesses
+    prompt: str | None = None  # previous text, for context
+    timestamps: bool = False
+    max_tokens: int | None = None  # None: the whole clip
 
 
 @dataclass(frozen=True)
@@ -57,8 +71,10 @@ class Conversation:
 class Family:
     """Base class: override the class attributes and ``render``; pixels are optional.
 
-    A family takes video when it names ``video_tensor`` and audio when it names
-    ``audio_tensor``; parts of a kind it does not take are refused before any fetch.
+    A family takes video when it names ``video_tensor`` and audio when ``accepts_audio``;
+    parts of a kind it does not take are refused before any fetch. ``plan`` turns the
+    pipeline's draft of a request into the Triton calls to make: one call on the text contract
+    for a vision-language family; a speech family overrides it.
     """
 
     name: ClassVar[str]
@@ -69,7 +85,7 @@ class Family:
     video_tensor: ClassVar[VideoTensorName | None] = None
     # Frames are downscaled (never up) so their shorter side is at most this; None: as stored.
     video_max_short_side: ClassVar[int | None] = None
-    audio_tensor: ClassVar[str | None] = None
+    accepts_audio: ClassVar[bool] = False
     features_per_image: ClassVar[int | None] = None
     default_end_id: ClassVar[int | None] = None
     default_pad_id: ClassVar[int | None] = None
@@ -78,7 +94,7 @@ class Family:
     # text carrying them could forge turns or desynchronise image features: refused.
     reserved_markers: ClassVar[tuple[str, ...]] = ()
     # Inputs the Triton model must declare to serve this family (read at start-up).
-    required_inputs: ClassVar[tuple[str, ...]] = REQUIRED_INPUTS
+    required_inputs: ClassVar[tuple[str, ...]] = TEXT_CONTRACT_INPUTS
     # What the architecture can take, checked before any fetch (``check_conversation``):
     # an encoder whose output is the decoder's only context needs an image (or a video);
     # ``max_images`` is the most the model handles in one request (None: the engine decides,
@@ -97,9 +113,36 @@ class Family:
     # output depends on them (LLaVA-NeXT unpadding, Phi-3-vision crops); sent when declared.
     image_sizes_tensor: ClassVar[str | None] = None
 
+    def __init__(self, options: BaseModel | None = None) -> None:
+        if options is not None:
+            raise ValueError(f"model family '{self.name}' takes no options table")
+
     def render(self, conversation: Conversation) -> str:
         """The ``text_input`` for this conversation."""
         raise NotImplementedError
+
+    def bind(self, declared: frozenset[str], model_name: str) -> None:
+        """Called once the deployment's inputs are known (a family with several contracts
+        picks one here); the text contract's inputs were checked already."""
+
+    def check_speech(self, speech: SpeechOptions, sampling: Sampling) -> SpeechOptions:
+        """Whether this family takes an audio endpoint's job; a speech family resolves it."""
+        raise InvalidRequest(
+            f"this model (family '{self.name}') does not transcribe audio",
+            param="model",
+            code="invalid_model",
+        )
+
+    def plan(
+        self,
+        draft: GenerationRequest,
+        audio: np.ndarray | None = None,
+        speech: SpeechOptions | None = None,
+    ) -> Plan:
+        """The Triton calls for one request: here, ``draft`` itself on the text contract."""
+        if speech is not None:
+            self.check_speech(speech, draft.sampling)
+        return Plan((draft,))
 
     def prepare_image(self, image: Image.Image) -> np.ndarray:
         """One decoded RGB image -> the per-image array this family's tensor holds."""
@@ -154,7 +197,7 @@ class Family:
         return bool(
             (conversation.image_count and self.image_tensor is None)
             or (conversation.video_count and self.video_tensor is None)
-            or (audios and self.audio_tensor is None)
+            or (audios and not self.accepts_audio)
         )
 
     def image_sizes(self, sizes: Sequence[tuple[int, int]]) -> np.ndarray | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pydantic import BaseModel
+
 from gateway.families.base import Family
 from gateway.families.blip2_opt import Blip2Opt
 from gateway.families.blip2_t5 import Blip2T5
@@ -45,10 +47,12 @@ SUPPORTED_FAMILIES: dict[str, type[Family]] = {
 }
 
 
-def get_family(name: str) -> Family:
-    """The family called ``name``; a config naming an unknown one fails at start-up."""
+def get_family(name: str, options: BaseModel | None = None) -> Family:
+    """The family called ``name`` (with its own options table, for families that take one);
+    a config naming an unknown one fails at start-up."""
     try:
-        return SUPPORTED_FAMILIES[name]()
+        family = SUPPORTED_FAMILIES[name]
     except KeyError:
         known = ", ".join(sorted(SUPPORTED_FAMILIES))
         raise ValueError(f"unknown model family {name!r}; known: {known}") from None
+    return family(options) if options is not None else family()

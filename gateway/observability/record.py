@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.observability.metrics import GatewayMetrics
-from gateway.streaming.chunks import UsageCounts
+from gateway.protocol.common import UsageCounts
 
 MAX_MODEL_CHARS = 128
 UNKNOWN_MODEL = "unknown"  # metric label for ids no served model has (bounds cardinality)

@@ -34,7 +34,7 @@ from gateway.pipeline.conversation import MediaKind, MediaPart
 from gateway.protocol.chat import MediaIOKwargs
 from gateway.runtime import Runtime, ServedRuntime
 
-__all__ = ["PreparedMedia", "check_media", "load_audio", "prepare_media", "video_sampling"]
+__all__ = ["PreparedMedia", "check_media", "decode_upload", "prepare_media", "video_sampling"]
 
 _COUNT_LIMITS: dict[MediaKind, str] = {
     "image": "max_images_per_request",
@@ -46,17 +46,21 @@ _PLURAL = {"image": "images", "video": "videos", "audio": "audio clips"}
 
 @dataclass(frozen=True)
 class PreparedMedia:
-    tensor_name: str
-    tensor: np.ndarray
+    """A request's media, ready for its family: the image or video tensor (by name) with its
+    KV-reuse id, or an audio clip's samples (16 kHz mono float32) for a speech family."""
+
+    tensor: tuple[str, np.ndarray] | None
     extra_id: int | None  # None: a 64-bit collision, so this request goes without reuse
     items: int
     # (tensor name, array) of the original image sizes, for families whose encoder needs them.
     image_sizes: tuple[str, np.ndarray] | None = None
+    samples: np.ndarray | None = None
 
 
 def _accepts(family: Family, kind: MediaKind) -> bool:
-    tensor = {"image": family.image_tensor, "video": family.video_tensor}.get(kind)
-    return tensor is not None if kind != "audio" else family.audio_tensor is not None
+    if kind == "audio":
+        return family.accepts_audio
+    return (family.image_tensor if kind == "image" else family.video_tensor) is not None
 
 
 def check_media(parts: Sequence[MediaPart], served: ServedRuntime, limits: Limits) -> None:
@@ -122,6 +126,8 @@ async def prepare_media(
         return None
     limits = runtime.settings.limits
     check_media(parts, served, limits)
+    if parts[0].kind == "audio":
+        return await _prepare_audio(parts, runtime)
     family = served.family
     sampling = video_sampling(options, family, limits) if parts[0].kind == "video" else None
     loads = (_load(part, served, runtime, sampling) for part in parts)
@@ -148,12 +154,34 @@ async def prepare_media(
     if sampling is None and family.image_sizes_tensor is not None:
         array = family.image_sizes([item.size for item in items])
         sizes = (family.image_sizes_tensor, array) if array is not None else None
-    return PreparedMedia(name, tensor, runtime.extra_ids.extra_id(digest), len(parts), sizes)
+    extra_id = runtime.extra_ids.extra_id(digest)
+    return PreparedMedia((name, tensor), extra_id, len(parts), sizes)
 
 
-async def load_audio(part: MediaPart, runtime: Runtime) -> np.ndarray:
-    """One audio part -> mono float32 at 16 kHz (for the families that take audio)."""
+async def _prepare_audio(parts: Sequence[MediaPart], runtime: Runtime) -> PreparedMedia:
+    """One audio clip -> its samples (the wire carries one clip per request)."""
+    if len(parts) > 1:
+        raise TooManyMediaItems(
+            f"this request has {len(parts)} audio clips; the model takes one per request",
+            param="messages",
+        )
+    part = parts[0]
     item = await _decode(part, runtime, await _bytes(part, runtime), prepare_audio, _audio(runtime))
+    return PreparedMedia(None, None, 1, samples=item.array)
+
+
+async def decode_upload(data: bytes, runtime: Runtime) -> np.ndarray:
+    """An uploaded audio file -> 16 kHz mono samples, in the offload pool, within the limits."""
+    metrics = runtime.metrics
+    metrics.media_fetched("audio", 0.0, len(data))  # an upload: its bytes are already here
+    item: PreparedItem = await runtime.offload.run(
+        prepare_audio,
+        data,
+        _audio(runtime),
+        what="the audio",
+        on_wait=lambda seconds: metrics.queued("decode", seconds),
+    )
+    metrics.media_decoded("audio", item.decode_s, 0)
     return item.array
 
 

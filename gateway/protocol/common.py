@@ -1,10 +1,29 @@
-"""Wire types shared by every endpoint: usage, the model list."""
+"""Wire types shared by every endpoint: usage (``UsageCounts`` builds its JSON without pydantic,
+once per request), the model list."""
 
 from __future__ import annotations
 
-from typing import Literal
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from pydantic import BaseModel
+
+
+@dataclass(frozen=True)
+class UsageCounts:
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        usage: dict[str, Any] = {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+        }
+        if self.cached_tokens is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": self.cached_tokens}
+        return usage
 
 
 class PromptTokensDetails(BaseModel):

@@ -2,32 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import ValidationError
 
 from gateway.errors import InvalidRequest, MediaDecodeError, UpstreamFailed
-from gateway.families.whisper import Task
+from gateway.families.base import SpeechOptions
+from gateway.families.calls import Outcome, Sampling, Task, Transcript
 from gateway.observability.record import record_of
+from gateway.pipeline.relay import relay
 from gateway.pipeline.transcribe import (
     TranscriptionJob,
-    decode_upload,
+    check_transcription,
     prepare_transcription,
-    transcribe,
 )
 from gateway.protocol.audio import UNSUPPORTED_FIELDS, TranscriptionRequest
+from gateway.routes.answer import answer
 from gateway.routes.form import read_form
 from gateway.streaming import transcript as formats
-from gateway.streaming.disconnect import ClientDisconnected, cancel_on_disconnect
-from gateway.streaming.response import EventStreamResponse
-from gateway.streaming.sse import first_item
-from gateway.streaming.transcript import Transcript
 
 router = APIRouter()
 
-SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 _TEXT_FORMATS = {"text": formats.text_body, "srt": formats.srt_body, "vtt": formats.vtt_body}
 
 
@@ -45,7 +40,7 @@ def _validate(fields: dict) -> TranscriptionRequest:
     for name in UNSUPPORTED_FIELDS:
         if name in fields:
             raise InvalidRequest(
-                f"'{name}' is not supported by this gateway's Whisper models",
+                f"'{name}' is not supported by this gateway's speech models",
                 param=name,
                 code="unsupported_parameter",
             )
@@ -72,7 +67,8 @@ def _validate(fields: dict) -> TranscriptionRequest:
 
 def _job(body: TranscriptionRequest, task: Task) -> TranscriptionJob:
     timestamps = body.wants_segments or "segment" in body.timestamp_granularities
-    return TranscriptionJob(task, body.language, body.prompt, body.temperature, timestamps)
+    speech = SpeechOptions(task, body.language, body.prompt, timestamps)
+    return TranscriptionJob(speech, Sampling(temperature=body.temperature))
 
 
 async def _serve(request: Request, task: Task) -> Response:
@@ -83,34 +79,22 @@ async def _serve(request: Request, task: Task) -> Response:
     record.set_model(body.model, body.model in runtime.models)
     record.stream = body.stream
     served = runtime.model(body.model)
-    if served.config.family != "whisper":
-        raise InvalidRequest(
-            f"model '{body.model}' does not transcribe audio", param="model", code="invalid_model"
-        )
+    job = await check_transcription(served, _job(body, task))
     if form.file is None:
         raise InvalidRequest("the audio file is missing: send it as 'file'", param="file")
     if not form.file:
         raise MediaDecodeError("The audio is empty (0 bytes).", param="file")
     record.media_items = 1
-    samples = await decode_upload(form.file, runtime)
-    prepared = await prepare_transcription(served, _job(body, task), samples)
-    events = transcribe(prepared, request.state.request_id, record, stream=body.stream)
-    if body.stream:
-        first = await first_item(events)  # type: ignore[arg-type]
-        stream = formats.sse_events(first, events)  # type: ignore[arg-type]
-        return EventStreamResponse(stream, SSE_HEADERS)
-    try:
-        result = await cancel_on_disconnect(request.receive, _last(events))
-    except ClientDisconnected:
-        return Response(status_code=499)  # nobody is listening; the work was cancelled
-    return _response(result, body)
+    prepared = await prepare_transcription(served, job, form.file, runtime)
+    events = relay(prepared, request.state.request_id, record)
 
+    def transcript_body(text: str, outcome: Outcome) -> Response:
+        if outcome.transcript is None:
+            raise UpstreamFailed("the transcription ended without a transcript")
+        return _response(outcome.transcript, body)
 
-async def _last(events: AsyncIterator[str | Transcript]) -> Transcript:
-    async for item in events:
-        if isinstance(item, Transcript):
-            return item
-    raise UpstreamFailed("the transcription ended without a transcript")
+    stream = formats.TranscriptEvents() if body.stream else None
+    return await answer(request, events, stream, transcript_body)
 
 
 def _response(result: Transcript, body: TranscriptionRequest) -> Response:

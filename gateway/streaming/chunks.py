@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from dataclasses import dataclass
 from typing import Any
+
+from gateway.families.calls import Outcome
+from gateway.protocol.common import UsageCounts
 
 DONE_FRAME = b"data: [DONE]\n\n"
 
@@ -19,33 +21,26 @@ def new_completion_id() -> str:
     return f"chatcmpl-{uuid.uuid4().hex}"
 
 
-@dataclass(frozen=True)
-class UsageCounts:
-    prompt_tokens: int
-    completion_tokens: int
-    cached_tokens: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        usage: dict[str, Any] = {
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "total_tokens": self.prompt_tokens + self.completion_tokens,
-        }
-        if self.cached_tokens is not None:
-            usage["prompt_tokens_details"] = {"cached_tokens": self.cached_tokens}
-        return usage
-
-
 def sse_frame(payload: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
 
 
 class ChunkWriter:
-    """Formats the SSE frames of one streamed completion."""
+    """Formats the SSE frames of one streamed completion (an ``sse.EventFormat``): the role
+    chunk first, a chunk per piece, the finish chunk, the usage chunk when asked, ``[DONE]``."""
 
-    def __init__(self, completion_id: str, model: str, created: int | None = None) -> None:
+    done = DONE_FRAME
+
+    def __init__(
+        self,
+        completion_id: str,
+        model: str,
+        created: int | None = None,
+        include_usage: bool = False,
+    ) -> None:
         self.completion_id = completion_id
         self.model = model
+        self.include_usage = include_usage
         self.created = created or int(time.time())
         head = {
             "id": completion_id,
@@ -71,6 +66,10 @@ class ChunkWriter:
             }
         )
 
+    @property
+    def start(self) -> bytes:
+        return self.role()
+
     def role(self) -> bytes:
         delta = {"role": "assistant", "content": ""}
         return self._chunk([{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}])
@@ -78,7 +77,11 @@ class ChunkWriter:
     def content(self, text: str) -> bytes:
         return self._content_prefix + json.dumps(text).encode() + self._content_suffix
 
-    def finish(self, reason: str) -> bytes:
+    def finish(self, outcome: Outcome) -> bytes:
+        frames = self.finish_chunk(outcome.finish_reason)
+        return frames + self.usage(outcome.usage) if self.include_usage else frames
+
+    def finish_chunk(self, reason: str) -> bytes:
         return self._chunk([{"index": 0, "delta": {}, "logprobs": None, "finish_reason": reason}])
 
     def usage(self, usage: UsageCounts) -> bytes:
@@ -104,8 +107,3 @@ def completion_body(
         ],
         "usage": usage.to_dict(),
     }
-
-
-def error_frame(body: dict[str, Any]) -> bytes:
-    """An error after the stream has started: OpenAI sends it as a data event."""
-    return sse_frame(body)

@@ -1,60 +1,74 @@
-"""Relay deltas as Server-Sent Events in OpenAI's chunk format, ending with ``[DONE]``.
+"""The one Server-Sent Events writer: every streamed endpoint goes out through ``stream_events``.
 
-The generator's ``finally`` closes the upstream iterator: when the HTTP client goes away
-Starlette cancels this generator, and closing the relay cancels the Triton stream.
-An error after the first byte cannot change the status code any more, so it is sent as
-an ``error`` event (as OpenAI does) followed by ``[DONE]``.
+An endpoint supplies its ``EventFormat`` (OpenAI's chat chunks, transcript events); the framing,
+the batching of frames that are ready together, and the error event are the same for all. The
+generator's ``finally`` closes the upstream iterator: when the HTTP client goes away the
+response cancels this generator, and closing the relay cancels the Triton calls. An error after
+the first byte cannot change the status code any more, so it is sent as an ``error`` event (as
+OpenAI does) followed by the format's terminator (``[DONE]`` for chat).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
+from typing import Protocol, TypeVar
 
 from gateway.errors import GatewayError, UpstreamFailed
-from gateway.pipeline.chat import Outcome
-from gateway.streaming.chunks import DONE_FRAME, ChunkWriter, error_frame
+from gateway.families.calls import Outcome
+from gateway.streaming.chunks import sse_frame
 
 log = logging.getLogger(__name__)
 
+Item = TypeVar("Item")
 
-async def first_item(events: AsyncIterator[str | Outcome]) -> str | Outcome:
+
+class EventFormat(Protocol):
+    """How one endpoint's stream looks: an opening, a frame per piece, a closing."""
+
+    @property
+    def start(self) -> bytes: ...  # sent with the first piece (chat: the role chunk)
+
+    @property
+    def done(self) -> bytes: ...  # the terminator after the last frame (chat: [DONE])
+
+    def content(self, text: str) -> bytes: ...
+
+    def finish(self, outcome: Outcome) -> bytes: ...
+
+
+async def first_item(events: AsyncIterator[Item]) -> Item:
     """Pull the first event before answering, so early failures keep their status code."""
     try:
         return await anext(events)
     except BaseException:
-        await events.aclose()
+        await events.aclose()  # type: ignore[attr-defined]
         raise
 
 
-async def sse_events(
-    first: str | Outcome,
-    events: AsyncIterator[str | Outcome],
-    writer: ChunkWriter,
-    include_usage: bool,
+async def stream_events(
+    first: str | Outcome, events: AsyncIterator[str | Outcome], form: EventFormat
 ) -> AsyncIterator[bytes]:
-    """The chunks as SSE frames. Frames that are ready together go out as one body (the
-    role with the first token; finish, usage and ``[DONE]``): one socket write, and one
+    """The relay's items as SSE frames. Frames that are ready together go out as one body (the
+    opening with the first piece; the closing and the terminator): one socket write, and one
     wake-up of the client, each instead of two or three."""
-    pending = writer.role()
+    pending = form.start
     try:
         item: str | Outcome | None = first
         while item is not None:
             if isinstance(item, Outcome):
-                pending += writer.finish(item.finish_reason)
-                if include_usage:
-                    pending += writer.usage(item.usage)
+                pending += form.finish(item)
                 break
             if item:
-                yield pending + writer.content(item)
+                yield pending + form.content(item)
                 pending = b""
             item = await anext(events, None)
-        yield pending + DONE_FRAME
+        yield pending + form.done
     except GatewayError as exc:
-        yield pending + error_frame(exc.to_body()) + DONE_FRAME
+        yield pending + sse_frame(exc.to_body()) + form.done
     except Exception as exc:  # the response has started: report, never hang
         log.exception("stream failed")
         failure = UpstreamFailed(f"the stream failed: {type(exc).__name__}")
-        yield pending + error_frame(failure.to_body()) + DONE_FRAME
+        yield pending + sse_frame(failure.to_body()) + form.done
     finally:
-        await events.aclose()
+        await events.aclose()  # type: ignore[attr-defined]

@@ -1,4 +1,4 @@
-"""Text bookkeeping on the token path: cumulative-to-delta, and stop strings.
+"""Text bookkeeping on the token path: cumulative-to-delta, stop strings, stripped joins.
 
 Triton's stop words act on token ids, so a stop string that straddles token boundaries
 or was tokenised differently can slip through. The gateway checks the text itself, holds
@@ -60,3 +60,35 @@ class StopMatcher:
             if any(stop.startswith(tail) for stop in self._stops):
                 return size
         return 0
+
+
+class StrippedDeltas:
+    """Deltas of a text that must come out stripped at both ends, pieces joined by one space.
+
+    Leading whitespace is dropped; trailing whitespace is held back until more text follows
+    (so the deltas joined equal the final, stripped text). ``separate()`` marks where a new
+    window starts: one space, emitted only if text came before and comes after.
+    """
+
+    def __init__(self, separator: str = " ") -> None:
+        self._separator = separator
+        self._held = ""
+        self._started = False
+        self._at_boundary = True
+
+    def feed(self, piece: str) -> str:
+        if self._at_boundary:
+            piece = piece.lstrip()
+            if not piece:
+                return ""
+            self._at_boundary = False
+        buffer = self._held + piece
+        body = buffer.rstrip()
+        self._held = buffer[len(body) :]
+        self._started = self._started or bool(body)
+        return body
+
+    def separate(self) -> None:
+        """A new piece (window) starts: its leading whitespace goes, one space joins it."""
+        self._at_boundary = True
+        self._held = self._separator if self._started else ""

@@ -31,9 +31,10 @@ WIRE_DTYPES = {
 INPUT_ALIASES: dict[str, tuple[str, ...]] = {
     "seed": ("seed", "random_seed"),
     "min_tokens": ("min_tokens", "min_length"),
+    # The encoder-decoder tensorrt_llm model spells its sampling inputs runtime_*.
+    "top_k": ("top_k", "runtime_top_k"),
+    "top_p": ("top_p", "runtime_top_p"),
 }
-
-REQUIRED_INPUTS = ("text_input", "max_tokens")
 
 
 @dataclass(frozen=True)

@@ -12,23 +12,18 @@ axes gains leading image axes after the batch axis, one with more loses single o
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import ml_dtypes
 import numpy as np
 import tritonclient.grpc.aio as grpcclient
 
 from gateway.errors import InvalidRequest
+from gateway.families.calls import GenerationRequest, NamedCall, Sampling
 from gateway.triton.contract import ModelContract
 
 # Neutral scalar fields -> (numpy dtype, wire dtype).
 _SCALARS: dict[str, tuple[type, str]] = {
     "max_tokens": (np.int32, "INT32"),
-    "temperature": (np.float32, "FP32"),
-    "top_k": (np.int32, "INT32"),
-    "top_p": (np.float32, "FP32"),
-    "seed": (np.uint64, "UINT64"),
     "min_tokens": (np.int32, "INT32"),
     "end_id": (np.int32, "INT32"),
     "pad_id": (np.int32, "INT32"),
@@ -49,38 +44,34 @@ _NUMPY: dict[str, type | np.dtype] = {
     "INT64": np.int64,
     "UINT64": np.uint64,
 }
-_FLAGS = ("stream", "return_num_input_tokens", "return_num_output_tokens", "return_perf_metrics")
+_SAMPLING: dict[str, tuple[type, str]] = {
+    "temperature": (np.float32, "FP32"),
+    "top_k": (np.int32, "INT32"),
+    "top_p": (np.float32, "FP32"),
+    "seed": (np.uint64, "UINT64"),
+}
 
 
-@dataclass(frozen=True)
-class GenerationRequest:
-    """Everything the gateway decided for one request, in neutral names."""
+def sampling_values(sampling: Sampling) -> dict[str, float | int]:
+    """OpenAI's sampling -> TensorRT-LLM's, for every endpoint and family.
 
-    text_input: str
-    max_tokens: int
-    stream: bool = True
-    temperature: float | None = None
-    top_k: int | None = None
-    top_p: float | None = None
-    seed: int | None = None
-    min_tokens: int | None = None
-    end_id: int | None = None
-    pad_id: int | None = None
-    presence_penalty: float | None = None
-    frequency_penalty: float | None = None
-    repetition_penalty: float | None = None
-    beam_width: int | None = 1
-    prompt_table_extra_id: int | None = None
-    stop_words: Sequence[str] = ()
-    images: tuple[str, np.ndarray] | None = None  # (tensor name, wire array with batch dim)
-    # The original image sizes some encoders need (LLaVA-NeXT, Phi-3-vision): (name, array).
-    image_sizes: tuple[str, np.ndarray] | None = None
-    decoder_text_input: str | None = None  # encoder-decoder engines: the decoder's prompt
-    lora_task_id: int | None = None
-    # Sent with the first request of a task id only; the server caches them after that.
-    lora_weights: np.ndarray | None = None
-    lora_config: np.ndarray | None = None
-    extra_flags: Sequence[str] = field(default=_FLAGS[1:])
+    Greedy (temperature 0) is ``top_k`` 1, TensorRT-LLM's greedy path, with ``top_p`` 0 and
+    ``temperature`` 1.0, which has no effect there (samplers that divide by it never see 0).
+    Otherwise the request's values, with OpenAI's defaults (temperature 1, top_p 1) and no
+    top-k limit (0) unless asked. A seed is sent only when the request names one.
+    """
+    values: dict[str, float | int] = (
+        {"temperature": 1.0, "top_k": 1, "top_p": 0.0}
+        if sampling.greedy
+        else {
+            "temperature": 1.0 if sampling.temperature is None else sampling.temperature,
+            "top_k": sampling.top_k or 0,
+            "top_p": 1.0 if sampling.top_p is None else sampling.top_p,
+        }
+    )
+    if sampling.seed is not None:
+        values["seed"] = sampling.seed
+    return values
 
 
 def _tensor(name: str, datatype: str, array: np.ndarray) -> grpcclient.InferInput:
@@ -114,6 +105,7 @@ def build_inputs(
         if value is None or name is None:
             continue
         inputs.append(_scalar_tensor(name, datatype, np_dtype, value))
+    inputs.extend(_sampling_tensors(request.sampling, contract))
     if request.stop_words and contract.declares("stop_words"):
         words = np.array([[w.encode("utf-8") for w in request.stop_words]], dtype=np.object_)
         inputs.append(_tensor("stop_words", "BYTES", words))
@@ -130,6 +122,31 @@ def build_inputs(
         inputs.append(_declared_tensor(*request.image_sizes, contract))
     inputs.extend(_lora_tensors(request, contract))
     return inputs
+
+
+def _sampling_tensors(
+    sampling: Sampling | None, contract: ModelContract
+) -> list[grpcclient.InferInput]:
+    if sampling is None:
+        return []
+    tensors = []
+    for field_name, value in sampling_values(sampling).items():
+        name = contract.input_name(field_name)
+        if name is not None:
+            np_dtype, datatype = _SAMPLING[field_name]
+            tensors.append(_scalar_tensor(name, datatype, np_dtype, value))
+    return tensors
+
+
+def named_inputs(call: NamedCall, contract: ModelContract) -> list[grpcclient.InferInput]:
+    """A family's own wire arrays, those the model declares, in the dtypes it declares."""
+    contract.require(call.required, f"the contract this family's calls need ({contract.name})")
+    inputs = [
+        _declared_tensor(name, array, contract)
+        for name, array in call.arrays.items()
+        if name in contract.inputs
+    ]
+    return inputs + _sampling_tensors(call.sampling, contract)
 
 
 def _lora_tensors(

@@ -4,7 +4,7 @@ conversation to the tensors the gateway would send (the pipeline's own functions
 ``ensemble`` declares what NVIDIA's ``all_models/multimodal/ensemble`` declares (v0.19 names,
 the newer 5-D image inputs); ``bls`` adds the ``tensorrt_llm_bls`` extras (LoRA,
 ``exclude_input_in_output``). A family test renders its conversation, prepares its images
-through its own module, lets ``pipeline.chat._generation`` pick the inputs and
+through its own module, lets ``pipeline.chat._draft`` pick the inputs and
 ``build_inputs`` name and type them, then reads every tensor back.
 """
 
@@ -19,13 +19,14 @@ from PIL import Image
 
 from gateway.config import ServedModel
 from gateway.families.base import Conversation, Turn
+from gateway.families.calls import GenerationRequest
 from gateway.families.registry import get_family
-from gateway.pipeline.chat import _generation
+from gateway.pipeline.chat import _draft
 from gateway.pipeline.media import PreparedMedia
 from gateway.protocol.chat import ChatCompletionRequest
 from gateway.runtime import ServedRuntime
 from gateway.triton.contract import ModelContract, parse_model_config
-from gateway.triton.tensors import GenerationRequest, build_inputs
+from gateway.triton.tensors import build_inputs
 
 ENSEMBLE_INPUTS: list[tuple[str, str, list[int]]] = [
     ("text_input", "TYPE_STRING", [1]),
@@ -110,12 +111,12 @@ def generation(
         tensor = family.stack_images([family.prepare_image(i) for i in images])
         array = family.image_sizes([(i.height, i.width) for i in images])
         sizes = (family.image_sizes_tensor, array) if array is not None else None
-        media = PreparedMedia(family.image_tensor, tensor, extra_id, len(images), sizes)  # type: ignore[arg-type]
+        media = PreparedMedia((family.image_tensor, tensor), extra_id, len(images), sizes)
     request = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "x"}])
     runtime = SimpleNamespace(settings=SimpleNamespace(limits=SimpleNamespace(max_tokens_cap=64)))
     text = family.render(chat)
     stops = tuple(family.stop_strings)
-    return _generation(request, served, runtime, True, text, media, stops)  # type: ignore[arg-type]
+    return _draft(request, served, runtime, True, text, media, stops, None)  # type: ignore[arg-type]
 
 
 def sent(

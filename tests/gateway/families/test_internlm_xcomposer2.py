@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 
 from gateway.config import ServedModel
+from gateway.families.calls import GenerationRequest
 from gateway.families.cogvlm import CogVLM
 from gateway.families.internlm_xcomposer2 import InternLMXComposer2
 from gateway.pipeline.lora import LoraLedger, lora_choice
-from gateway.triton.tensors import GenerationRequest
 from tests.gateway.families.contracts import conversation, ensemble, generation, sample_image, sent
 
 

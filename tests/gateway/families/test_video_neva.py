@@ -9,10 +9,10 @@ from PIL import Image
 
 from gateway.errors import InvalidRequest
 from gateway.families.base import Conversation, Turn, max_multimodal_len
+from gateway.families.calls import GenerationRequest
 from gateway.families.kosmos2 import Kosmos2
 from gateway.families.video_neva import DEFAULT_SYSTEM, STEERLM, VideoNeva
 from gateway.pipeline.media import PreparedMedia
-from gateway.triton.tensors import GenerationRequest
 from tests.gateway.families.contracts import ensemble, sent
 
 
@@ -51,11 +51,11 @@ def test_frames_are_clip_224_images() -> None:
 def test_wire_tensors_field_by_field() -> None:
     family = VideoNeva()
     video = family.stack_video(family.prepare_video(frames(4)))
-    media = PreparedMedia("image_input", video, 99, 1)
+    media = PreparedMedia(("image_input", video), 99, 1)
     request = GenerationRequest(
         text_input=family.render(video_chat()),
         max_tokens=8,
-        images=(media.tensor_name, media.tensor),
+        images=media.tensor,
         prompt_table_extra_id=media.extra_id,
         stop_words=family.stop_strings,
     )

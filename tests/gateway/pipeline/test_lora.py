@@ -11,8 +11,8 @@ import pytest
 
 from gateway.config import ServedModel
 from gateway.errors import InvalidRequest, UpstreamFailed
+from gateway.families.calls import GenerationRequest, Outcome, Plan
 from gateway.families.registry import get_family
-from gateway.pipeline.chat import Outcome, PreparedChat, relay
 from gateway.pipeline.lora import (
     LoraChoice,
     LoraLedger,
@@ -20,9 +20,9 @@ from gateway.pipeline.lora import (
     load_adapter,
     lora_choice,
 )
+from gateway.pipeline.relay import Prepared, prepared, relay
 from gateway.runtime import ServedRuntime
 from gateway.triton.contract import parse_model_config
-from gateway.triton.tensors import GenerationRequest
 from tests.fakes.triton_wire import infer_response
 
 
@@ -117,7 +117,7 @@ class FakeClient:
         yield infer_response(text_output=np.array([[b"ok"]], dtype=np.object_))
 
 
-def prepared_with(client: FakeClient, tmp_path: Path, weights: bool) -> PreparedChat:
+def prepared_with(client: FakeClient, tmp_path: Path, weights: bool) -> Prepared:
     config = served_model(tmp_path, 7)
     contract = parse_model_config(
         {
@@ -136,7 +136,7 @@ def prepared_with(client: FakeClient, tmp_path: Path, weights: bool) -> Prepared
     generation = GenerationRequest(
         "hi", 4, lora_task_id=7, lora_weights=choice.weights, lora_config=choice.config
     )
-    return PreparedChat(served, contract, generation, (), 1, choice)
+    return prepared(served, contract, Plan((generation,)), (), 1, choice)
 
 
 async def test_relay_records_delivery_and_forgets_after_an_id_only_failure(

@@ -17,7 +17,7 @@ from gateway.media.fetch import MediaFetcher
 from gateway.media.identity import ExtraIdRegistry
 from gateway.media.offload import Offloader, OffloadLimits
 from gateway.pipeline.conversation import MediaPart
-from gateway.pipeline.media import load_audio, prepare_media
+from gateway.pipeline.media import prepare_media
 from gateway.protocol.chat import MediaIOKwargs
 from gateway.runtime import Runtime, ServedRuntime
 from tests.gateway.media.samples import encode_audio, encode_video, frame_index, sine
@@ -151,11 +151,14 @@ async def test_video_becomes_video_bytes_input(runtime: Runtime) -> None:
     clip = data_url(encode_video(frames=30, size=(64, 48)), "video/mp4")
     options = MediaIOKwargs.model_validate({"video": {"num_frames": 4}})
     prepared = await prepare_media([video(clip)], served("llava_onevision"), runtime, options)
-    assert prepared is not None and prepared.tensor_name == "video_bytes_input"
-    assert prepared.tensor.shape == (1, 4, 48, 64, 3) and prepared.tensor.dtype == np.uint8
-    assert [frame_index(f) for f in prepared.tensor[0]] == [0, 10, 19, 29]
+    assert prepared is not None and prepared.tensor is not None
+    name, tensor = prepared.tensor
+    assert name == "video_bytes_input"
+    assert tensor.shape == (1, 4, 48, 64, 3) and tensor.dtype == np.uint8
+    assert [frame_index(f) for f in tensor[0]] == [0, 10, 19, 29]
     default = await prepare_media([video(clip)], served("llava_onevision"), runtime)
-    assert default is not None and default.tensor.shape[1] == 8  # video_num_frames
+    assert default is not None and default.tensor is not None
+    assert default.tensor[1].shape[1] == 8  # video_num_frames
     assert default.extra_id not in (None, prepared.extra_id)
 
 
@@ -180,10 +183,12 @@ async def test_sampling_options_within_server_limits(
 async def test_load_audio_from_input_audio(runtime: Runtime) -> None:
     wav = encode_audio(sine(0.5, 16_000), 16_000, "wav")
     part = MediaPart("audio", "w", data=base64.b64encode(wav).decode(), format="wav")
-    samples = await load_audio(part, runtime)
-    assert samples.dtype == np.float32 and samples.shape == (8000,)
+    prepared = await prepare_media([part], served("whisper"), runtime)
+    assert prepared is not None and prepared.samples is not None and prepared.tensor is None
+    assert prepared.samples.dtype == np.float32 and prepared.samples.shape == (8000,)
     with pytest.raises(GatewayError) as caught:
-        await load_audio(MediaPart("audio", "w", data="!!", format="wav"), runtime)
+        bad = MediaPart("audio", "w", data="!!", format="wav")
+        await prepare_media([bad], served("whisper"), runtime)
     assert caught.value.code == "invalid_media"
 
 
@@ -193,5 +198,5 @@ async def test_audio_over_the_duration_limit(runtime: Runtime) -> None:
     wav = encode_audio(sine(2.0, 16_000), 16_000, "wav")
     part = MediaPart("audio", "w", url=data_url(wav, "audio/wav"))
     with pytest.raises(GatewayError, match=r"2\.0 s long, over the limit of 1 s") as caught:
-        await load_audio(part, limited)
+        await prepare_media([part], served("whisper"), limited)
     assert caught.value.code == "media_too_large"

@@ -1,6 +1,7 @@
 import json
 
-from gateway.streaming.chunks import DONE_FRAME, ChunkWriter, UsageCounts, completion_body
+from gateway.protocol.common import UsageCounts
+from gateway.streaming.chunks import DONE_FRAME, ChunkWriter, completion_body
 
 
 def parse(frame: bytes) -> dict:
@@ -30,7 +31,7 @@ def test_content_chunk_is_valid_json_with_escaped_text() -> None:
 def test_role_finish_and_usage_chunks() -> None:
     writer = ChunkWriter("chatcmpl-1", "m", created=5)
     assert parse(writer.role())["choices"][0]["delta"] == {"role": "assistant", "content": ""}
-    assert parse(writer.finish("length"))["choices"][0]["finish_reason"] == "length"
+    assert parse(writer.finish_chunk("length"))["choices"][0]["finish_reason"] == "length"
     usage = parse(writer.usage(UsageCounts(3, 4, cached_tokens=2)))
     assert usage["choices"] == []
     assert usage["usage"] == {

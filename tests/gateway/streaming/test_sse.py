@@ -6,9 +6,10 @@ import json
 from collections.abc import AsyncIterator
 
 from gateway.errors import UpstreamFailed
-from gateway.pipeline.chat import Outcome
-from gateway.streaming.chunks import ChunkWriter, UsageCounts
-from gateway.streaming.sse import sse_events
+from gateway.families.calls import Outcome
+from gateway.protocol.common import UsageCounts
+from gateway.streaming.chunks import ChunkWriter
+from gateway.streaming.sse import stream_events
 
 
 def frames_of(body: bytes) -> list[str]:
@@ -26,8 +27,8 @@ async def bodies(
                 raise item
             yield item
 
-    writer = ChunkWriter("chatcmpl-test", "m", created=1)
-    return [body async for body in sse_events(first, events(), writer, include_usage)]
+    writer = ChunkWriter("chatcmpl-test", "m", created=1, include_usage=include_usage)
+    return [body async for body in stream_events(first, events(), writer)]
 
 
 async def test_role_rides_with_the_first_token_and_the_end_is_one_body() -> None:

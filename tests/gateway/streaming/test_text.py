@@ -1,4 +1,4 @@
-from gateway.streaming.text import CumulativeToDelta, StopMatcher
+from gateway.streaming.text import CumulativeToDelta, StopMatcher, StrippedDeltas
 
 
 def feed_all(matcher: StopMatcher, pieces: list[str]) -> str:
@@ -37,3 +37,12 @@ def test_held_tail_is_flushed_at_end_of_stream() -> None:
 def test_cumulative_to_delta() -> None:
     to_delta = CumulativeToDelta()
     assert [to_delta(t) for t in ["sing", "singapore", "singapore!"]] == ["sing", "apore", "!"]
+
+
+def test_stripped_deltas_join_to_the_stripped_windows() -> None:
+    deltas = StrippedDeltas()
+    out: list[str] = []
+    for window in ([" Hel", "lo  ", " world ", "\n"], ["   "], [" Next", " one. "]):
+        deltas.separate()
+        out.extend(deltas.feed(piece) for piece in window)
+    assert "".join(out) == "Hello   world Next one."

@@ -6,13 +6,13 @@ import json
 from collections.abc import AsyncIterator
 
 from gateway.errors import UpstreamFailed
+from gateway.families.calls import Outcome, TimedSegment, Transcript
+from gateway.protocol.common import UsageCounts
+from gateway.streaming.sse import stream_events
 from gateway.streaming.transcript import (
-    StrippedDeltas,
-    TimedSegment,
-    Transcript,
+    TranscriptEvents,
     json_body,
     srt_body,
-    sse_events,
     text_body,
     timestamp,
     verbose_body,
@@ -62,15 +62,6 @@ def test_json_text_and_verbose() -> None:
     assert {"avg_logprob", "no_speech_prob", "temperature"} <= segment.keys()
 
 
-def test_stripped_deltas_join_to_the_stripped_windows() -> None:
-    deltas = StrippedDeltas()
-    out: list[str] = []
-    for window in ([" Hel", "lo  ", " world ", "\n"], ["   "], [" Next", " one. "]):
-        deltas.separate()
-        out.extend(deltas.feed(piece) for piece in window)
-    assert "".join(out) == "Hello   world Next one."
-
-
 def _events(payloads: list[bytes]) -> list[dict]:
     return [json.loads(p.removeprefix(b"data: ")) for p in payloads]
 
@@ -83,8 +74,8 @@ async def _items(*items: object) -> AsyncIterator:
 
 
 async def test_sse_deltas_then_done() -> None:
-    events = _items(" there.", TRANSCRIPT)
-    frames = [frame async for frame in sse_events("Hello", events)]
+    events = _items(" there.", Outcome("stop", UsageCounts(0, 3), TRANSCRIPT))
+    frames = [frame async for frame in stream_events("Hello", events, TranscriptEvents())]
     assert _events(frames) == [
         {"type": "transcript.text.delta", "delta": "Hello"},
         {"type": "transcript.text.delta", "delta": " there."},
@@ -95,5 +86,5 @@ async def test_sse_deltas_then_done() -> None:
 
 async def test_an_error_after_the_first_byte_is_an_error_event() -> None:
     events = _items(UpstreamFailed("window 2 failed"))
-    frames = [frame async for frame in sse_events("Hello", events)]
+    frames = [frame async for frame in stream_events("Hello", events, TranscriptEvents())]
     assert _events(frames)[-1]["error"]["code"] == "upstream_failed"

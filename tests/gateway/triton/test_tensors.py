@@ -2,8 +2,9 @@ import numpy as np
 import pytest
 
 from gateway.errors import InvalidRequest
+from gateway.families.calls import GenerationRequest, Sampling
 from gateway.triton.contract import parse_model_config
-from gateway.triton.tensors import GenerationRequest, build_inputs, fit_rank
+from gateway.triton.tensors import build_inputs, fit_rank
 
 
 def contract(*extra: tuple[str, str, list[int]]):
@@ -34,9 +35,7 @@ def test_only_declared_inputs_are_sent_with_batch_dimension() -> None:
     request = GenerationRequest(
         text_input="hi",
         max_tokens=5,
-        temperature=0.5,
-        top_p=0.9,  # not declared: left out
-        seed=42,
+        sampling=Sampling(temperature=0.5, top_p=0.9, seed=42),  # top_p not declared: left out
         stop_words=("\n", "END"),
         prompt_table_extra_id=2**63 + 5,
     )
@@ -152,8 +151,12 @@ def test_old_ensemble_image_dims_take_one_image_and_refuse_two() -> None:
 
 
 def test_repeated_scalars_share_one_tensor_and_distinct_values_do_not() -> None:
-    first = by_name(build_inputs(GenerationRequest("a", 5, temperature=0.5), contract()))
-    second = by_name(build_inputs(GenerationRequest("b", 5, temperature=0.7), contract()))
+    first = by_name(
+        build_inputs(GenerationRequest("a", 5, sampling=Sampling(temperature=0.5)), contract())
+    )
+    second = by_name(
+        build_inputs(GenerationRequest("b", 5, sampling=Sampling(temperature=0.7)), contract())
+    )
     assert first["max_tokens"] is second["max_tokens"]  # built once, read-only when sent
     assert first["stream"] is second["stream"]
     assert first["temperature"] is not second["temperature"]

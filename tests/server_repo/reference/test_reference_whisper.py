@@ -15,7 +15,7 @@ import pytest
 import tritonclient.grpc.aio as grpcclient
 from tritonclient.grpc import InferResult
 
-from gateway.families._mel import log_mel, to_encoder_input
+from gateway.families.whisper.mel import log_mel, to_encoder_input
 from server_repo.reference_kit.whisper import DEFAULT_PREFIX, WhisperEngine
 from tests.audio_samples import speech_like
 

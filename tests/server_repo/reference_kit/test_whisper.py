@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gateway.families._mel import log_mel
-from gateway.families._whisper_tokens import load_tokenizer
+from gateway.families.whisper.mel import log_mel
+from gateway.families.whisper.tokens import load_tokenizer
 from server_repo.reference_kit.archs.whisper import build_byte_tokenizer, whisper_special_tokens
 from server_repo.reference_kit.request import InvalidRequest
 from server_repo.reference_kit.whisper import DEFAULT_PREFIX, Decoding, WhisperEngine

@@ -7,7 +7,7 @@ from itertools import pairwise
 import numpy as np
 import pytest
 
-from gateway.families._audio_windows import SAMPLE_RATE, plan_windows
+from gateway.families.whisper.windows import SAMPLE_RATE, plan_windows
 from tests.audio_samples import speech_like
 
 

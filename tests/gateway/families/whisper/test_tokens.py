@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.families._whisper_tokens import (
+from gateway.families.whisper.tokens import (
     LANGUAGES,
     language_code,
     load_tokenizer,

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gateway.families._mel import N_FRAMES, log_mel, mel_filters, to_encoder_input
+from gateway.families.whisper.mel import N_FRAMES, log_mel, mel_filters, to_encoder_input
 from tests.audio_samples import speech_like
 
 whisper_audio = pytest.importorskip("whisper.audio")  # openai-whisper: the dev extra

@@ -4,28 +4,25 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.config import WhisperOptions
-from gateway.errors import InvalidRequest, UpstreamUnavailable
-from gateway.families._whisper_tokens import load_tokenizer
+from gateway.errors import ClientError, InvalidRequest, UpstreamUnavailable
 from gateway.families.base import Conversation, Turn
 from gateway.families.registry import get_family
-from gateway.families.whisper import (
+from gateway.families.whisper import Whisper, WhisperOptions
+from gateway.families.whisper.family import resolve
+from gateway.families.whisper.prompt import (
     Segment,
-    Whisper,
     bls_prefix,
     decoder_prompt,
-    resolve,
     segments,
     text_of,
 )
-from gateway.triton.contract import parse_model_config
+from gateway.families.whisper.tokens import load_tokenizer
 
 TOKENS = load_tokenizer("bytes", 99)
 
 
-def contract(*names: str):
-    inputs = [{"name": n, "data_type": "TYPE_INT32", "dims": [-1]} for n in names]
-    return parse_model_config({"name": "m", "input": inputs})
+def contract(*names: str) -> frozenset[str]:
+    return frozenset(names)
 
 
 DIRECT = contract("encoder_input_features", "decoder_input_ids", "request_output_len")
@@ -36,31 +33,34 @@ def test_registered_and_refuses_text_only_chat() -> None:
     family = get_family("whisper")
     assert isinstance(family, Whisper) and family.required_inputs == ()
     with pytest.raises(InvalidRequest) as caught:
-        family.render(Conversation(None, (Turn("user", "hi"),)))
+        family.check_conversation(Conversation(None, (Turn("user", "hi"),)))
     assert caught.value.code == "audio_required"
+    with pytest.raises(ClientError) as caught:
+        family.check_conversation(Conversation(None, (Turn("user", "hi", audios=2),)))
+    assert caught.value.code == "too_many_media_items"
 
 
 def test_contract_is_read_from_the_declared_inputs_unless_configured() -> None:
-    assert resolve(None, DIRECT).contract == "direct"
-    assert resolve(None, BLS).contract == "bls"
-    assert resolve(WhisperOptions(contract="bls"), DIRECT).contract == "bls"
+    assert resolve(WhisperOptions(), DIRECT, "m").contract == "direct"
+    assert resolve(WhisperOptions(), BLS, "m").contract == "bls"
+    assert resolve(WhisperOptions(contract="bls"), DIRECT, "m").contract == "bls"
     with pytest.raises(UpstreamUnavailable, match="neither Whisper contract"):
-        resolve(None, contract("text_input", "max_tokens"))
+        resolve(WhisperOptions(), contract("text_input", "max_tokens"), "m")
 
 
 def test_languages_follow_the_mel_bins() -> None:
-    assert resolve(WhisperOptions(), DIRECT).num_languages == 99
-    assert resolve(WhisperOptions(n_mels=128), DIRECT).num_languages == 100
-    assert resolve(WhisperOptions(languages=100), DIRECT).num_languages == 100
+    assert resolve(WhisperOptions(), DIRECT, "m").num_languages == 99
+    assert resolve(WhisperOptions(n_mels=128), DIRECT, "m").num_languages == 100
+    assert resolve(WhisperOptions(languages=100), DIRECT, "m").num_languages == 100
 
 
 def test_windows_fit_the_output_budget() -> None:
-    assert resolve(None, BLS).window_s() == 10.0  # 50 tokens at 5 per second
-    nvidia = resolve(WhisperOptions(), DIRECT)  # max_seq_len 114: 110 new tokens
+    assert resolve(WhisperOptions(), BLS, "m").window_s() == 10.0  # 50 tokens at 5 per second
+    nvidia = resolve(WhisperOptions(), DIRECT, "m")  # max_seq_len 114: 110 new tokens
     assert nvidia.window_s() == 22.0 and nvidia.max_new_tokens(4) == 110
-    roomy = resolve(WhisperOptions(max_sequence_tokens=448), DIRECT)
+    roomy = resolve(WhisperOptions(max_sequence_tokens=448), DIRECT, "m")
     assert roomy.window_s() == 30.0
-    assert resolve(WhisperOptions(window_s=12), BLS).window_s() == 12
+    assert resolve(WhisperOptions(window_s=12), BLS, "m").window_s() == 12
 
 
 def test_decoder_prompt_layout() -> None:

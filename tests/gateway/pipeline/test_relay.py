@@ -10,13 +10,14 @@ import pytest
 
 from gateway.config import ServedModel
 from gateway.errors import UpstreamFailed
+from gateway.families.calls import GenerationRequest, Outcome, Plan
 from gateway.families.registry import get_family
 from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.record import RequestRecord
-from gateway.pipeline.chat import Outcome, PreparedChat, relay
+from gateway.pipeline.relay import Prepared, relay
+from gateway.pipeline.relay import prepared as prepare
 from gateway.runtime import ServedRuntime
 from gateway.triton.contract import parse_model_config
-from gateway.triton.tensors import GenerationRequest
 from tests.fakes.triton_wire import infer_response
 
 
@@ -48,7 +49,7 @@ class FakeClient:
             self.closed = True
 
 
-def prepared(client: FakeClient, max_tokens: int = 16) -> PreparedChat:
+def prepared(client: FakeClient, max_tokens: int = 16) -> Prepared:
     config = ServedModel(id="m", family="llava", triton_model="t", triton_url="fake:1")
     contract = parse_model_config(
         {
@@ -60,7 +61,7 @@ def prepared(client: FakeClient, max_tokens: int = 16) -> PreparedChat:
         }
     )
     served = ServedRuntime(config, get_family("llava"), client)  # type: ignore[arg-type]
-    return PreparedChat(served, contract, GenerationRequest("hi", max_tokens), ())
+    return prepare(served, contract, Plan((GenerationRequest("hi", max_tokens),)))
 
 
 def bound_record(metrics: GatewayMetrics) -> RequestRecord:

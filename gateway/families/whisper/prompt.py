@@ -17,81 +17,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Literal
 
-from gateway.config import WhisperOptions
-from gateway.errors import InvalidRequest, UpstreamUnavailable
-from gateway.families._whisper_tokens import WhisperTokenizer, load_tokenizer
-from gateway.families.base import Conversation, Family
-from gateway.triton.contract import ModelContract
-from gateway.triton.speech import contract_kind
-
-Contract = Literal["direct", "bls"]
-Task = Literal["transcribe", "translate"]
+from gateway.families.calls import Task
+from gateway.families.whisper.tokens import WhisperTokenizer
 
 MAX_WINDOW_S = 30.0
 BLS_MAX_NEW_TOKENS = 50  # fixed inside NVIDIA's whisper_bls
 # Dense speech with segment timestamps: about 3 words, 4 tokens and a timestamp pair a second.
 TOKENS_PER_SECOND = 5.0
 SOT_SEQUENCE_TOKENS = 4  # <|startoftranscript|><|xx|><|task|><|notimestamps|>
-
-
-class Whisper(Family):
-    """Speech recognition: answers with the transcript of the request's audio."""
-
-    name = "whisper"
-    required_inputs: ClassVar[tuple[str, ...]] = ()  # two contracts; checked per request
-
-    def render(self, conversation: Conversation) -> str:
-        raise InvalidRequest(
-            f"model family '{self.name}' transcribes audio: send one input_audio or audio_url "
-            "part (or use /v1/audio/transcriptions)",
-            param="messages",
-            code="audio_required",
-        )
-
-
-@dataclass(frozen=True)
-class WhisperSpec:
-    """One served Whisper model: its options resolved against the contract Triton declares."""
-
-    contract: Contract
-    options: WhisperOptions
-
-    @property
-    def num_languages(self) -> int:
-        return self.options.languages or (100 if self.options.n_mels == 128 else 99)
-
-    def tokenizer(self) -> WhisperTokenizer:
-        """The vocabulary (loaded once per process): needed by the direct contract only."""
-        try:
-            return load_tokenizer(self.options.vocabulary, self.num_languages)
-        except (OSError, ValueError) as exc:
-            raise UpstreamUnavailable(f"the Whisper vocabulary cannot be loaded: {exc}") from exc
-
-    def max_new_tokens(self, prompt_tokens: int) -> int:
-        if self.contract == "bls":
-            return BLS_MAX_NEW_TOKENS
-        return self.options.max_sequence_tokens - prompt_tokens
-
-    def window_s(self, prompt_tokens: int = SOT_SEQUENCE_TOKENS) -> float:
-        """The longest audio one call may carry so its output budget is unlikely to run out."""
-        if self.options.window_s is not None:
-            return self.options.window_s
-        budget = self.max_new_tokens(prompt_tokens) / TOKENS_PER_SECOND
-        return max(2.0, min(MAX_WINDOW_S, budget))
-
-
-def resolve(options: WhisperOptions | None, contract: ModelContract) -> WhisperSpec:
-    """The configured contract, else the one the Triton model's inputs show."""
-    options = options or WhisperOptions()
-    kind = options.contract or contract_kind(contract)
-    if kind not in ("direct", "bls"):
-        raise UpstreamUnavailable(
-            f"Triton model {contract.name!r} declares neither Whisper contract (WAV and "
-            "TEXT_PREFIX, or encoder_input_features and decoder_input_ids)"
-        )
-    return WhisperSpec(kind, options)  # type: ignore[arg-type]
 
 
 def decoder_prompt(

@@ -1,0 +1,156 @@
+"""What a family asks of Triton and hands back, in neutral terms. Pure data, no I/O.
+
+A family turns a request into a ``Plan``: the Triton calls to make (each a ``GenerationRequest``
+for the TensorRT-LLM text contract, or a ``NamedCall`` of the family's own wire arrays), how
+many may run at once, and how their outputs become the answer. The pipeline runs any plan the
+same way (``pipeline/relay.py``); ``triton/tensors.py`` turns each call into the inputs the
+deployment declares. ``Sampling`` is the one place the request's sampling is held; its mapping
+onto TensorRT-LLM's inputs is written once, in ``triton/tensors.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import numpy as np
+
+from gateway.protocol.common import UsageCounts
+
+Task = Literal["transcribe", "translate"]
+FinishReason = Literal["stop", "length"]
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """The request's sampling in OpenAI's terms; ``temperature == 0`` means greedy."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    seed: int | None = None
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature is not None and self.temperature <= 0.0
+
+
+GREEDY = Sampling(temperature=0.0)
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """One call on the text contract (``text_input`` in, ``text_output`` out), neutral names."""
+
+    text_input: str
+    max_tokens: int
+    stream: bool = True
+    sampling: Sampling = Sampling()
+    min_tokens: int | None = None
+    end_id: int | None = None
+    pad_id: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    repetition_penalty: float | None = None
+    beam_width: int | None = 1
+    prompt_table_extra_id: int | None = None
+    stop_words: Sequence[str] = ()
+    images: tuple[str, np.ndarray] | None = None  # (tensor name, wire array with batch dim)
+    # The original image sizes some encoders need (LLaVA-NeXT, Phi-3-vision): (name, array).
+    image_sizes: tuple[str, np.ndarray] | None = None
+    decoder_text_input: str | None = None  # encoder-decoder engines: the decoder's prompt
+    lora_task_id: int | None = None
+    # Sent with the first request of a task id only; the server caches them after that.
+    lora_weights: np.ndarray | None = None
+    lora_config: np.ndarray | None = None
+    extra_flags: Sequence[str] = (
+        "return_num_input_tokens",
+        "return_num_output_tokens",
+        "return_perf_metrics",
+    )
+
+
+class OutputReader(Protocol):
+    """Reads one ``NamedCall``'s responses: text pieces as they come, then its output."""
+
+    tokens: int  # tokens the model wrote so far (for max_tokens and usage)
+
+    def feed(self, outputs: Mapping[str, np.ndarray]) -> str: ...
+
+    def close(self) -> Any: ...
+
+
+@dataclass(frozen=True)
+class NamedCall:
+    """One call on a family's own contract: wire arrays by input name (batch axis first).
+
+    ``aliases`` lists other spellings deployments use for an input (``runtime_top_k``);
+    ``required`` are the inputs the deployment must declare; ``sampling`` is mapped onto
+    whichever sampling inputs it declares.
+    """
+
+    arrays: Mapping[str, np.ndarray]
+    outputs: tuple[str, ...]
+    reader: Callable[[], OutputReader]
+    suffix: str = ""  # appended to the request id, so each call is traceable in Triton
+    required: tuple[str, ...] = ()
+    sampling: Sampling | None = None
+
+
+Call = GenerationRequest | NamedCall
+
+
+@dataclass(frozen=True)
+class TimedSegment:
+    """One segment of a whole clip (times in seconds from its start)."""
+
+    id: int
+    seek: int  # the window's start, in 10 ms mel frames
+    start: float
+    end: float
+    text: str
+    tokens: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """What a transcription or translation produced, ready to be written in any format."""
+
+    task: str
+    language: str
+    duration: float
+    text: str
+    segments: Sequence[TimedSegment] = field(default_factory=tuple)
+    prompt_tokens: int = 0  # decoder prompt tokens sent, over all calls
+    completion_tokens: int = 0  # tokens the decoder wrote, over all calls
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a request ended: why, what it cost, and (speech) the whole transcript."""
+
+    finish_reason: FinishReason
+    usage: UsageCounts
+    transcript: Transcript | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The calls one request makes and how their outputs combine.
+
+    Calls run at most ``concurrency`` at a time; their text is relayed in call order (the
+    second call's text waits until the first has finished). ``finish`` gets each call's
+    ``OutputReader.close()`` value, in order, for a plan of ``NamedCall``s, and builds the
+    ``Transcript`` (speech) or None. ``max_tokens`` caps the tokens relayed over all calls.
+    With ``probe_then``, ``calls`` is one look at the model whose output decides the real
+    plan (Whisper's language guess): its reader's ``close()`` value goes to ``probe_then``.
+    """
+
+    calls: tuple[Call, ...]
+    concurrency: int = 1
+    max_tokens: int | None = None
+    finish: Callable[[Sequence[Any]], Transcript | None] | None = None
+    probe_then: Callable[[Any], Plan] | None = None
+    # When set, each call's text comes out stripped and consecutive calls are joined by it.
+    join_calls: str | None = None

@@ -1,0 +1,174 @@
+"""The Triton side of the relay: one streaming call per planned call, read in order.
+
+A text-contract call is read straight from its stream (the token hot path: no task, no
+queue). ``NamedCall``s run in tasks, at most ``concurrency`` at once, each feeding a queue;
+``pieces`` drains the queues in call order, so the second call's text waits for the first to
+finish while the calls themselves overlap. A failure is queued as the exception, so the reader
+always wakes up. Closing the run cancels every call still open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from gateway.families.calls import GenerationRequest, NamedCall, OutputReader, Plan
+from gateway.observability.record import RequestRecord
+from gateway.streaming.text import CumulativeToDelta, StrippedDeltas
+from gateway.triton.responses import output_array, text_response
+from gateway.triton.tensors import named_inputs
+
+if TYPE_CHECKING:
+    from gateway.pipeline.relay import Prepared
+
+_END = object()
+
+
+class Run:
+    """One request's calls in flight, and what they have produced so far."""
+
+    def __init__(self, prepared: Prepared, request_id: str, record: RequestRecord) -> None:
+        self.prepared = prepared
+        self.plan: Plan = prepared.plan
+        self.request_id = request_id
+        self.record = record
+        self.tokens = 0
+        self.counters: dict[str, int] = {}
+        self.outputs: list[Any] = []
+        self.capped = False
+        self._streams: list[AsyncIterator[Any]] = []
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def pieces(self) -> AsyncIterator[str]:
+        if isinstance(self.plan.calls[0], GenerationRequest):
+            async for piece in self._text_call(self.plan.calls[0]):
+                yield piece
+            return
+        if self.plan.probe_then is not None:
+            probe = self.plan.calls[0]
+            assert isinstance(probe, NamedCall)
+            value = await self._probe(probe)
+            self.plan = await asyncio.to_thread(self.plan.probe_then, value)
+        async for piece in self._named_calls():
+            yield piece
+
+    async def _text_call(self, call: GenerationRequest) -> AsyncIterator[str]:
+        served, lora = self.prepared.served, self.prepared.lora
+        to_delta = CumulativeToDelta() if served.config.streaming == "cumulative" else None
+        stream = served.client.stream(
+            served.config.triton_model, self.prepared.inputs, self.request_id
+        )
+        self._streams.append(stream)
+        counters, record = self.counters, self.record
+        async for raw in stream:
+            if lora is not None and lora.weights is not None:
+                served.lora.delivered_ok(lora.task_id)  # the server has the adapter now
+            response = text_response(raw)
+            counters.update(response.counters)
+            if response.has_output and not response.final:
+                self.tokens += 1
+                record.on_token()
+            text = to_delta(response.text) if to_delta else response.text
+            if text:
+                yield text
+
+    def _open(self, call: NamedCall) -> AsyncIterator[Any]:
+        served = self.prepared.served
+        inputs = named_inputs(call, self.prepared.contract)
+        return served.client.stream(
+            served.config.triton_model, inputs, self.request_id + call.suffix, call.outputs
+        )
+
+    async def _probe(self, call: NamedCall) -> Any:
+        reader = call.reader()
+        stream = self._open(call)
+        self._streams.append(stream)
+        async for raw in stream:
+            reader.feed(_outputs(raw, call.outputs))
+        return reader.close()
+
+    async def _named_calls(self) -> AsyncIterator[str]:
+        calls = [c for c in self.plan.calls if isinstance(c, NamedCall)]
+        readers = [call.reader() for call in calls]
+        queues: list[asyncio.Queue[Any]] = [asyncio.Queue() for _ in calls]
+        slots = asyncio.Semaphore(self.plan.concurrency)
+        self._tasks = [
+            asyncio.ensure_future(self._pump(call, reader, queue, slots))
+            for call, reader, queue in zip(calls, readers, queues, strict=True)
+        ]
+        cap, joiner = self.plan.max_tokens, self.plan.join_calls
+        deltas = StrippedDeltas(joiner) if joiner is not None else None
+        for reader, queue in zip(readers, queues, strict=True):
+            if deltas is not None:
+                deltas.separate()
+            while (item := await queue.get()) is not _END:
+                if isinstance(item, BaseException):
+                    raise item
+                piece, tokens = item
+                self.tokens += tokens
+                self.record.on_token()
+                if deltas is not None:
+                    piece = deltas.feed(piece)
+                if piece:
+                    yield piece
+                if cap is not None and self.tokens >= cap:
+                    self.capped = True
+                    self.outputs.append(reader.close())
+                    return
+            self.outputs.append(reader.close())
+
+    async def _pump(
+        self,
+        call: NamedCall,
+        reader: OutputReader,
+        queue: asyncio.Queue[Any],
+        slots: asyncio.Semaphore,
+    ) -> None:
+        stream: AsyncIterator[Any] | None = None
+        try:
+            async with slots:
+                stream = self._open(call)
+                async for raw in stream:
+                    before = reader.tokens
+                    piece = reader.feed(_outputs(raw, call.outputs))
+                    if reader.tokens != before or piece:
+                        await queue.put((piece, reader.tokens - before))
+            await queue.put(_END)
+        except Exception as exc:
+            await queue.put(exc)
+        finally:
+            if stream is not None:
+                await stream.aclose()  # type: ignore[attr-defined]
+
+    def failed(self) -> None:
+        """A failed call: a LoRA adapter sent by id alone may have been evicted."""
+        lora = self.prepared.lora
+        if lora is not None and lora.weights is None:
+            self.prepared.served.lora.forget(lora.task_id)  # send the weights next time
+
+    async def aclose(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks = []
+        for stream in self._streams:
+            await stream.aclose()  # type: ignore[attr-defined]
+
+
+def run(prepared: Prepared, request_id: str, record: RequestRecord) -> Run:
+    return Run(prepared, request_id, record)
+
+
+def _outputs(raw: Any, names: tuple[str, ...]) -> Mapping[str, np.ndarray]:
+    arrays = {}
+    for name in names:
+        array = output_array(raw, name)
+        if array is not None:
+            arrays[name] = array
+    return arrays

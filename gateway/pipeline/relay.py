@@ -1,0 +1,131 @@
+"""Run any family's ``Plan`` against Triton: text pieces in order, then one ``Outcome``.
+
+Every endpoint ends here. A plan of one ``GenerationRequest`` (every vision-language family)
+streams Triton's ``text_output`` deltas; a plan of ``NamedCall``s (speech) runs up to
+``concurrency`` calls at once and relays their text in call order. Stop strings and
+``max_tokens`` apply to whatever the plan produces. Leaving early (a stop string matched, the
+caller went away) closes the Triton streams, which cancels the requests upstream. ``record``
+(observability) hears of each token, the usage, an error or an early exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gateway.errors import GatewayError
+from gateway.families.base import SpeechOptions
+from gateway.families.calls import FinishReason, GenerationRequest, Outcome, Plan
+from gateway.observability.record import RequestRecord
+from gateway.pipeline import _calls
+from gateway.pipeline.lora import LoraChoice
+from gateway.protocol.common import UsageCounts
+from gateway.runtime import ServedRuntime
+from gateway.streaming.text import StopMatcher
+from gateway.triton.contract import ModelContract
+from gateway.triton.tensors import build_inputs
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Everything decided before the first byte of the response."""
+
+    served: ServedRuntime
+    contract: ModelContract
+    plan: Plan
+    stops: tuple[str, ...] = ()
+    media_items: int = 0
+    lora: LoraChoice | None = None
+    # The tensors of a text-contract plan, built while the request could still get a 400.
+    inputs: Sequence[Any] = field(default_factory=tuple)
+
+
+def prepared(
+    served: ServedRuntime,
+    contract: ModelContract,
+    plan: Plan,
+    stops: tuple[str, ...] = (),
+    media_items: int = 0,
+    lora: LoraChoice | None = None,
+) -> Prepared:
+    """The last step before the first byte: the text call's tensors, built while a problem
+    with them (an image tensor the deployment cannot take) can still be a 400."""
+    first = plan.calls[0]
+    inputs = build_inputs(first, contract) if isinstance(first, GenerationRequest) else ()
+    return Prepared(served, contract, plan, stops, media_items, lora, inputs)
+
+
+async def family_plan(
+    served: ServedRuntime,
+    draft: GenerationRequest,
+    audio: np.ndarray | None = None,
+    speech: SpeechOptions | None = None,
+) -> Plan:
+    """The family's plan; off the event loop when there is audio to window and featurise."""
+    if audio is None:
+        return served.family.plan(draft, None, speech)
+    return await asyncio.to_thread(served.family.plan, draft, audio, speech)
+
+
+async def relay(
+    prepared: Prepared, request_id: str, record: RequestRecord | None = None
+) -> AsyncIterator[str | Outcome]:
+    """Text deltas as Triton produces them, then one ``Outcome``."""
+    record = record or RequestRecord(request_id, "", "")
+    stop = StopMatcher(prepared.stops)
+    run = _calls.run(prepared, request_id, record)
+    pieces = run.pieces()
+    finished = False
+    try:
+        async for piece in pieces:
+            emitted = stop.feed(piece)
+            if emitted:
+                yield emitted
+            if stop.stopped or run.capped:
+                break
+        await pieces.aclose()
+        await run.aclose()
+        tail = stop.flush()
+        if tail:
+            yield tail
+        outcome = _outcome(prepared, run, stop.stopped)
+        record.set_usage(outcome.usage, outcome.finish_reason)
+        finished = True
+        yield outcome
+    except GatewayError as exc:
+        record.error_code = exc.code
+        run.failed()
+        raise
+    except (GeneratorExit, asyncio.CancelledError):
+        record.cancelled = not finished  # closed after the outcome is the normal end
+        raise
+    finally:
+        await pieces.aclose()
+        await run.aclose()  # a no-op once closed; cancels the Triton requests otherwise
+
+
+def _outcome(prepared: Prepared, run: _calls.Run, stopped: bool) -> Outcome:
+    plan = run.plan
+    if isinstance(plan.calls[0], GenerationRequest):
+        counters = run.counters
+        completion = counters.get("num_output_tokens", run.tokens)
+        max_tokens = plan.calls[0].max_tokens
+        finish: FinishReason = "length" if not stopped and completion >= max_tokens else "stop"
+        cached = None
+        reused_blocks = counters.get("kv_cache_reused_blocks")
+        block = prepared.served.tokens_per_block
+        if reused_blocks is not None and block:
+            cached = reused_blocks * block
+        usage = UsageCounts(counters.get("num_input_tokens", 0), completion, cached)
+        return Outcome(finish, usage)
+    transcript = plan.finish(run.outputs) if plan.finish is not None else None
+    finish = "length" if run.capped and not stopped else "stop"
+    if transcript is None:
+        return Outcome(finish, UsageCounts(0, run.tokens))
+    # Capped: the calls that ran ahead wrote tokens nobody receives; count what was relayed.
+    completion = run.tokens if run.capped else transcript.completion_tokens
+    return Outcome(finish, UsageCounts(transcript.prompt_tokens, completion), transcript)
