@@ -6,6 +6,7 @@ import argparse
 import importlib.util
 import sys
 from pathlib import Path
+from typing import Any
 
 from gateway.config import ServedModel, Settings, load_settings
 from gateway.observability.logging import configure_logging
@@ -55,13 +56,13 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     return Settings.model_validate({**settings.model_dump(), **updates})
 
 
-def fast_server_options() -> dict[str, str]:
+def fast_server_options() -> dict[str, Any]:
     """uvloop and httptools when installed (``uvicorn[standard]`` brings both), said explicitly.
 
     uvicorn's ``auto`` picks the same when they import and silently falls back to asyncio
     and h11 otherwise; naming them keeps the per-chunk path the benchmarks measured.
     """
-    options = {}
+    options: dict[str, Any] = {}
     if importlib.util.find_spec("uvloop") is not None:
         options["loop"] = "uvloop"
     if importlib.util.find_spec("httptools") is not None:

@@ -20,11 +20,11 @@ from gateway.media.fetch import FetchLimits, MediaFetcher
 from gateway.media.identity import ExtraIdRegistry
 from gateway.media.offload import Offloader, OffloadLimits
 from gateway.observability.metrics import GatewayMetrics
-from gateway.pipeline.lora import LoraLedger
 from gateway.triton.backend import TritonBackend
 from gateway.triton.client import TritonClient
 from gateway.triton.contract import ModelContract
 from gateway.triton.embedded import EmbeddedTriton
+from gateway.triton.lora import LoraLedger
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ class Runtime:
 
 def embedded_environment(settings: Settings) -> dict[str, str]:
     """Variables the reference models read inside the co-launched Triton."""
-    env = {"MMGW_REFERENCE_DEVICE": settings.embedded.device}
+    env: dict[str, str] = {"MMGW_REFERENCE_DEVICE": settings.embedded.device}
     if settings.embedded.cache_dir is not None:
         env["MMGW_REFERENCE_CACHE"] = str(settings.embedded.cache_dir)
     for triton_model, checkpoint in settings.embedded.checkpoints.items():

@@ -160,7 +160,7 @@ def _normalise(pixels: np.ndarray, spec: PixelSpec) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=32)
-def _table(spec: PixelSpec, channels: int, dtype: type[np.floating]) -> np.ndarray:
+def _table(spec: PixelSpec, channels: int, dtype: np.dtype) -> np.ndarray:
     """``_normalise`` of every uint8 value, per channel, in float32 then cast to ``dtype``."""
     levels = np.repeat(np.arange(256, dtype=np.uint8)[:, np.newaxis], channels, axis=1)
     table = _normalise(levels, spec).astype(np.float32, copy=False)
@@ -176,7 +176,7 @@ def _normalise_by_table(
     direct arithmetic exactly, at a third of its cost (no float64 image, no transpose copy).
     """
     height, width, channels = array.shape
-    table = _table(spec, channels, dtype)
+    table = _table(spec, channels, np.dtype(dtype))
     out = np.empty((channels, height, width), dtype=dtype)
     for channel in range(channels):
         np.take(table[channel], array[:, :, channel], out=out[channel])

@@ -144,7 +144,7 @@ class Plan:
     ``OutputReader.close()`` value, in order, for a plan of ``NamedCall``s, and builds the
     ``Transcript`` (speech) or None. ``max_tokens`` caps the tokens relayed over all calls.
     With ``probe_then``, ``calls`` is one look at the model whose output decides the real
-    plan (Whisper's language guess): its reader's ``close()`` value goes to ``probe_then``.
+    plan (a speech model's language guess): its reader's ``close()`` value goes to ``probe_then``.
     """
 
     calls: tuple[Call, ...]

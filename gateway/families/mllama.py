@@ -16,6 +16,7 @@ End id 128001 and pad id 128004 as NVIDIA's guide sends them; Instruct turns end
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy as np
 from PIL import Image
@@ -40,7 +41,7 @@ class Mllama(Family):
     features_per_image = 6404  # encoder output per image: 4 tiles x 1601 (max_encoder_input_len)
     default_end_id = 128001  # <|end_of_text|>
     default_pad_id = 128004  # <|finetune_right_pad_id|>
-    stop_strings = (EOT,)
+    stop_strings: ClassVar[tuple[str, ...]] = (EOT,)
     reserved_markers = (
         IMAGE,
         EOT,
@@ -75,7 +76,7 @@ class MllamaBase(Mllama):
     """Base (non-Instruct) Llama-3.2-Vision: ``<|image|>`` per image, then the text as is."""
 
     name = "mllama_base"
-    stop_strings = ()
+    stop_strings: ClassVar[tuple[str, ...]] = ()
 
     def render(self, conversation: Conversation) -> str:
         require_final_user_turn(conversation)

@@ -3,10 +3,10 @@
 The container is recognised by its magic bytes (WAV, MP3, Ogg, FLAC, WebM/Matroska, MP4/M4A)
 and its demuxer named explicitly, as in ``video.py``; only common speech and music codecs are
 decoded. FFmpeg's resampler (swresample) converts the rate, per channel; channels are then
-averaged, which is what Whisper's ``ffmpeg -ac 1`` gives for 16-bit output and what Hugging
-Face pipelines do. (Asking swresample itself for mono in float would sum channels at 0.707
-each, which can clip.) The duration is checked from the header first, then while decoding,
-so a lying header costs at most the limit.
+averaged, which is what OpenAI's reference loader (``ffmpeg -ac 1``) gives for 16-bit
+output and what Hugging Face pipelines do. (Asking swresample itself for mono in float would
+sum channels at 0.707 each, which can clip.) The duration is checked from the header first,
+then while decoding, so a lying header costs at most the limit.
 Windowing into 30 s chunks and log-mel features are the model family's job. Synchronous: the
 caller offloads it.
 """

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from ipaddress import IPv4Address, IPv6Address, ip_network
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -326,7 +327,7 @@ async def _system_resolve(name: str, port: int) -> list[IPAddress]:
     return [address for address in map(_info_address, infos) if address is not None]
 
 
-def _info_address(info: tuple) -> IPAddress | None:  # type: ignore[type-arg]
+def _info_address(info: tuple[Any, ...]) -> IPAddress | None:
     """The address of one getaddrinfo entry, if it is IPv4 or IPv6."""
     family, sockaddr = info[0], info[4]
     if family not in (socket.AF_INET, socket.AF_INET6):

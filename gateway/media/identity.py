@@ -22,6 +22,7 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -30,14 +31,22 @@ __all__ = ["DEFAULT_MAX_ENTRIES", "DIGEST_SIZE", "ExtraIdRegistry", "content_dig
 DIGEST_SIZE = 32
 DEFAULT_MAX_ENTRIES = 65_536
 _DOMAIN = b"mmgw/prompt_table_extra_id"
+
+
+class Hasher(Protocol):
+    """What the framing needs of a hashlib object (blake2b here)."""
+
+    def update(self, data: bytes | memoryview, /) -> None: ...
+
+
 _VERSION = 1  # bump when the framing changes, so old and new ids never meet
 
 
-def _frame(hasher: hashlib._Hash, tag: bytes, payload: bytes | np.ndarray) -> None:
+def _frame(hasher: Hasher, tag: bytes, payload: bytes | np.ndarray) -> None:
     """One field: a one-byte-length tag, an 8-byte length, then the payload (any C buffer)."""
     size = payload.nbytes if isinstance(payload, np.ndarray) else len(payload)
     hasher.update(len(tag).to_bytes(1, "big") + tag + size.to_bytes(8, "big"))
-    hasher.update(payload)
+    hasher.update(payload if isinstance(payload, bytes) else payload.data)
 
 
 def _canonical_value(value: str | int | float) -> tuple[bytes, bytes]:
@@ -53,7 +62,7 @@ def _canonical_value(value: str | int | float) -> tuple[bytes, bytes]:
     raise TypeError(f"option values must be str, int or float, got {type(value).__name__}")
 
 
-def _frame_options(hasher: hashlib._Hash, options: Mapping[str, str | int | float] | str) -> None:
+def _frame_options(hasher: Hasher, options: Mapping[str, str | int | float] | str) -> None:
     """Options in canonical form: a string as given, a mapping sorted by key with typed values."""
     if isinstance(options, str):
         _frame(hasher, b"options:str", options.encode("utf-8"))
@@ -65,7 +74,7 @@ def _frame_options(hasher: hashlib._Hash, options: Mapping[str, str | int | floa
         _frame(hasher, b"value:" + tag, payload)
 
 
-def _frame_array(hasher: hashlib._Hash, array: np.ndarray) -> None:
+def _frame_array(hasher: Hasher, array: np.ndarray) -> None:
     """dtype (little-endian form), shape, then the C-contiguous bytes."""
     if array.dtype.hasobject:
         raise TypeError("object arrays have no stable byte form to hash")

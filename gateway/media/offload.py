@@ -194,7 +194,7 @@ class Offloader:
             raise MediaDecodeError(f"{what.capitalize()} could not be decoded.") from None
         self._idle.put_nowait(worker)
         if ok:
-            return value  # type: ignore[no-any-return]
+            return value
         raise value
 
     async def aclose(self) -> None:

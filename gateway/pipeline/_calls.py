@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -43,7 +43,7 @@ class Run:
         self._streams: list[AsyncIterator[Any]] = []
         self._tasks: list[asyncio.Task[None]] = []
 
-    async def pieces(self) -> AsyncIterator[str]:
+    async def pieces(self) -> AsyncGenerator[str, None]:
         if isinstance(self.plan.calls[0], GenerationRequest):
             async for piece in self._text_call(self.plan.calls[0]):
                 yield piece

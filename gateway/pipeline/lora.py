@@ -11,32 +11,17 @@ fails, so the next request sends the weights again (the server may have evicted 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from gateway.config import LoraAdapter, ServedModel
 from gateway.errors import InvalidRequest
+from gateway.triton.lora import LoraLedger
 
 WEIGHTS_FILE = "model.lora_weights.npy"
 CONFIG_FILE = "model.lora_config.npy"
-
-
-@dataclass
-class LoraLedger:
-    """Task ids whose weights one Triton model has received (shared by its served ids)."""
-
-    delivered: set[int] = field(default_factory=set)
-
-    def needs_weights(self, task_id: int) -> bool:
-        return task_id not in self.delivered
-
-    def delivered_ok(self, task_id: int) -> None:
-        self.delivered.add(task_id)
-
-    def forget(self, task_id: int) -> None:
-        self.delivered.discard(task_id)
 
 
 @dataclass(frozen=True)

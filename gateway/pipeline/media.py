@@ -134,14 +134,15 @@ async def prepare_media(
     results = await asyncio.gather(*loads, return_exceptions=True)
     items = _successes(results, parts)
     arrays = [item.array for item in items]
+    name: str | None
     if sampling is not None:
-        name, stack = family.video_tensor, family.stack_video
+        name = family.video_tensor
         processing = f"{family.video_processing_options()}|{sampling!r}"
-        tensor = await asyncio.to_thread(stack, arrays[0])
+        tensor = await asyncio.to_thread(family.stack_video, arrays[0])
     else:
-        name, stack = family.image_tensor, family.stack_images
+        name = family.image_tensor
         processing = f"{family.processing_options()}|{_draft_option(family, limits)}"
-        tensor = await asyncio.to_thread(stack, arrays)
+        tensor = await asyncio.to_thread(family.stack_images, arrays)
     assert name is not None  # check_media refused kinds without a tensor
     digest = content_digest(
         model=served.config.id,

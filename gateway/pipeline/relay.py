@@ -78,7 +78,7 @@ async def relay(
     record = record or RequestRecord(request_id, "", "")
     stop = StopMatcher(prepared.stops)
     run = _calls.run(prepared, request_id, record)
-    pieces = run.pieces()
+    pieces = run.pieces()  # an async generator: closed below, which closes its Triton call
     finished = False
     try:
         async for piece in pieces:

@@ -52,7 +52,8 @@ def _validate(fields: dict) -> TranscriptionRequest:
         raise InvalidRequest(f"{where}: {first.get('msg')}", param=where or None) from None
     if "word" in body.timestamp_granularities:
         raise InvalidRequest(
-            "word timestamps are not supported (Triton's Whisper returns no attention weights)",
+            "word timestamps are not supported (Triton's speech models return no attention "
+            "weights)",
             param="timestamp_granularities",
             code="unsupported_parameter",
         )

@@ -7,6 +7,7 @@ expect 400 with an error object naming the offending parameter, so routes parse 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from fastapi import Request
@@ -50,7 +51,7 @@ def _location(loc: tuple[Any, ...]) -> str:
     return "".join(parts)
 
 
-def _describe(errors: list[dict[str, Any]]) -> tuple[str, str]:
+def _describe(errors: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
     """The most specific problem (the union member that got furthest), as (where, message);
     union members that fail at the same place are joined with "or"."""
     deepest = max(len(error["loc"]) for error in errors)

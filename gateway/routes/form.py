@@ -8,7 +8,7 @@ without a cap; here the body is streamed into Starlette's multipart parser and r
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +31,7 @@ class FormUpload:
     filename: str | None
 
 
-async def _capped(request: Request, max_bytes: int) -> AsyncIterator[bytes]:
+async def _capped(request: Request, max_bytes: int) -> AsyncGenerator[bytes, None]:
     size = 0
     async for chunk in request.stream():
         size += len(chunk)

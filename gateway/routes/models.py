@@ -7,12 +7,13 @@ import time
 from fastapi import APIRouter, Request
 
 from gateway.protocol.common import ModelCard, ModelList
+from gateway.runtime import ServedRuntime
 
 router = APIRouter()
 _CREATED = int(time.time())
 
 
-def _card(served) -> ModelCard:  # type: ignore[no-untyped-def]
+def _card(served: ServedRuntime) -> ModelCard:
     return ModelCard(id=served.config.id, created=_CREATED, owned_by=served.config.owned_by)
 
 

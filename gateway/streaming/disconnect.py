@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, MutableMapping
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -20,7 +20,7 @@ class ClientDisconnected(Exception):
     """The client closed the connection before the answer was ready."""
 
 
-async def _wait_for_disconnect(receive: Callable[[], Awaitable[dict[str, Any]]]) -> None:
+async def _wait_for_disconnect(receive: Callable[[], Awaitable[MutableMapping[str, Any]]]) -> None:
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
@@ -28,7 +28,7 @@ async def _wait_for_disconnect(receive: Callable[[], Awaitable[dict[str, Any]]])
 
 
 async def cancel_on_disconnect(
-    receive: Callable[[], Awaitable[dict[str, Any]]], work: Coroutine[Any, Any, T]
+    receive: Callable[[], Awaitable[MutableMapping[str, Any]]], work: Coroutine[Any, Any, T]
 ) -> T:
     """Run ``work``; if the client disconnects first, cancel it and raise ClientDisconnected."""
     task = asyncio.ensure_future(work)

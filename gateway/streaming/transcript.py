@@ -1,9 +1,9 @@
 """Transcripts on the wire: json, text, srt, vtt, verbose_json, and streamed text deltas.
 
 The bodies follow OpenAI's audio API. ``verbose_json`` segments carry what the gateway knows:
-times from the timestamp tokens, text, token ids, the compression ratio (zlib, as Whisper
-computes it); ``avg_logprob`` and ``no_speech_prob`` need the model's logits, which Triton's
-speech deployments do not return, so they are 0.0. A stream is ``transcript.text.delta``
+times from the timestamp tokens, text, token ids, the compression ratio (zlib, as OpenAI's
+reference computes it); ``avg_logprob`` and ``no_speech_prob`` need the model's logits, which
+Triton's speech deployments do not return, so they are 0.0. A stream is ``transcript.text.delta``
 events then one ``transcript.text.done`` (OpenAI's events, which its SDK parses), written by
 ``sse.py`` like every other stream.
 """

@@ -179,8 +179,11 @@ class Whisper(Family):
         """One call per window of the clip (after a language guess when none was given)."""
         if audio is None:  # check_conversation refused this already
             raise InvalidRequest("no audio to transcribe", code="audio_required")
-        # A chat request (no speech options) is capped by its max_tokens like any other chat.
+        # A chat request (no speech options) is capped by its max_tokens like any other chat;
+        # with no temperature it decodes greedily, as Whisper transcribes by default.
         max_tokens = draft.max_tokens if speech is None else speech.max_tokens
+        if draft.sampling.temperature is None:
+            draft = replace(draft, sampling=replace(draft.sampling, temperature=0.0))
         speech = self.check_speech(speech or SpeechOptions(), draft.sampling)
         spec = self.spec
         prompt_tokens = SOT_SEQUENCE_TOKENS

@@ -13,7 +13,8 @@ from gateway.config import ServedModel
 from gateway.families.calls import GenerationRequest
 from gateway.families.cogvlm import CogVLM
 from gateway.families.internlm_xcomposer2 import InternLMXComposer2
-from gateway.pipeline.lora import LoraLedger, lora_choice
+from gateway.pipeline.lora import lora_choice
+from gateway.triton.lora import LoraLedger
 from tests.gateway.families.contracts import conversation, ensemble, generation, sample_image, sent
 
 

@@ -15,7 +15,6 @@ from gateway.families.calls import GenerationRequest, Outcome, Plan
 from gateway.families.registry import get_family
 from gateway.pipeline.lora import (
     LoraChoice,
-    LoraLedger,
     choose_adapter,
     load_adapter,
     lora_choice,
@@ -23,6 +22,7 @@ from gateway.pipeline.lora import (
 from gateway.pipeline.relay import Prepared, prepared, relay
 from gateway.runtime import ServedRuntime
 from gateway.triton.contract import parse_model_config
+from gateway.triton.lora import LoraLedger
 from tests.fakes.triton_wire import infer_response
 
 
