@@ -1,5 +1,6 @@
-"""Every variable the deploy files read is documented in deploy/README.md, and every
-``MMGW_*`` name documented there is a real gateway setting."""
+"""Every variable the deploy files read is documented in deploy/README.md, every
+``MMGW_*`` name documented there is a real gateway setting, and every relative link in the
+README and docs/ leads to a file of the repository."""
 
 from __future__ import annotations
 
@@ -94,3 +95,46 @@ def test_documented_recipe_runs_dry(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "--max_multimodal_len 4608" in result.stdout
+
+
+# [text](target) and ![alt](target) (an optional "title" after the target), and reference
+# definitions "[name]: target" at the start of a line.
+INLINE_LINK = re.compile(r"!?\[[^\]]*\]\(\s*([^)\s]+)[^)]*\)")
+REFERENCE_LINK = re.compile(r"^ {0,3}\[[^\]]+\]:[ \t]*(\S+)", flags=re.M)
+FENCED_BLOCK = re.compile(r"^ {0,3}```.*?^ {0,3}```", flags=re.S | re.M)
+
+
+def relative_links(text: str) -> list[str]:
+    """Link targets outside fenced code blocks that are not URLs or in-page anchors."""
+    prose = FENCED_BLOCK.sub("", text)
+    targets = INLINE_LINK.findall(prose) + REFERENCE_LINK.findall(prose)
+    return [t for t in targets if not re.match(r"[A-Za-z][A-Za-z0-9+.-]*:|#", t)]
+
+
+def test_relative_links_resolve() -> None:
+    documents = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    broken = []
+    for document in documents:
+        for target in relative_links(document.read_text()):
+            path = (document.parent / target.split("#", 1)[0]).resolve()
+            if not path.is_relative_to(ROOT) or not path.exists():
+                broken.append(f"{document.relative_to(ROOT)} -> {target}")
+    assert not broken, broken
+
+
+def test_relative_links_are_found() -> None:
+    text = """[a](docs/a.md) ![b](img/b.png "title") [c](https://x.org) [d](#part)
+[f](g.md#h)
+
+[ref]: docs/ref.md
+
+```
+[in code](nowhere.md)
+```
+"""
+    assert relative_links(text) == [
+        "docs/a.md",
+        "img/b.png",
+        "g.md#h",
+        "docs/ref.md",
+    ]
