@@ -43,11 +43,15 @@ class Run:
         self._streams: list[AsyncIterator[Any]] = []
         self._tasks: list[asyncio.Task[None]] = []
 
-    async def pieces(self) -> AsyncGenerator[str, None]:
-        if isinstance(self.plan.calls[0], GenerationRequest):
-            async for piece in self._text_call(self.plan.calls[0]):
-                yield piece
-            return
+    def pieces(self) -> AsyncGenerator[str, None]:
+        """The text of the plan's calls, in order (a text call's generator itself: one async
+        generator per token on the hot path, not two)."""
+        first = self.plan.calls[0]
+        if isinstance(first, GenerationRequest):
+            return self._text_call(first)
+        return self._named_pieces()
+
+    async def _named_pieces(self) -> AsyncGenerator[str, None]:
         if self.plan.probe_then is not None:
             probe = self.plan.calls[0]
             assert isinstance(probe, NamedCall)
@@ -56,7 +60,7 @@ class Run:
         async for piece in self._named_calls():
             yield piece
 
-    async def _text_call(self, call: GenerationRequest) -> AsyncIterator[str]:
+    async def _text_call(self, call: GenerationRequest) -> AsyncGenerator[str, None]:
         served, lora = self.prepared.served, self.prepared.lora
         to_delta = CumulativeToDelta() if served.config.streaming == "cumulative" else None
         stream = served.client.stream(
