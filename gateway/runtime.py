@@ -12,11 +12,11 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from gateway.config import Limits, ServedModel, Settings
+from gateway.config import ServedModel, Settings
 from gateway.errors import GatewayError, ModelNotFound
 from gateway.families.base import Family
 from gateway.families.registry import get_family
-from gateway.media.fetch import FetchLimits, MediaFetcher
+from gateway.media.fetch import MediaFetcher
 from gateway.media.identity import ExtraIdRegistry
 from gateway.media.offload import Offloader, OffloadLimits
 from gateway.observability.metrics import GatewayMetrics
@@ -145,15 +145,8 @@ async def build_runtime(
             await served_runtime.get_contract()
         except GatewayError as exc:
             log.warning("%s; will retry on first request", exc.message)
-    limits = settings.limits
     fetcher = MediaFetcher(
-        FetchLimits(
-            max_bytes=limits.max_media_bytes,
-            connect_timeout_s=limits.fetch_connect_timeout_s,
-            total_timeout_s=limits.fetch_total_timeout_s,
-            max_redirects=limits.fetch_max_redirects,
-            allowed_domains=limits.allowed_domains,
-        ),
+        settings.fetch.limits(settings.media.max_bytes),
         unsafe_allow_private_addresses_for_tests=settings.unsafe_allow_private_media_urls_for_tests,
     )
     return Runtime(
@@ -162,21 +155,14 @@ async def build_runtime(
         clients=clients,
         fetcher=fetcher,
         extra_ids=ExtraIdRegistry(),
-        offload=await _start_offload(limits),
+        offload=await _start_offload(settings.decode.offload_limits()),
         embedded=embedded,
         metrics=metrics,
     )
 
 
-async def _start_offload(limits: Limits) -> Offloader:
+async def _start_offload(limits: OffloadLimits) -> Offloader:
     """The media worker pool, started (workers import the decoders now, not on first use)."""
-    offload = Offloader(
-        OffloadLimits(
-            workers=limits.decode_workers,
-            item_timeout_s=limits.decode_timeout_s,
-            memory_limit_mb=limits.decode_memory_mb or None,
-        ),
-        preload=("gateway.pipeline._media_jobs",),
-    )
+    offload = Offloader(limits, preload=("gateway.pipeline._media_jobs",))
     await offload.start()
     return offload

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from gateway.errors import MediaDecodeError, MediaError, MediaTooLarge, UnsupportedMedia
+from gateway.media import limits
 from gateway.media._av import av_errors, codec_ids, open_bytes, pyav
 
 __all__ = ["AUDIO_CODECS", "SAMPLE_RATE", "AudioLimits", "decode_audio", "sniff_audio"]
@@ -35,8 +36,8 @@ _SUPPORTED = "WAV, MP3, Ogg, FLAC, WebM or M4A"
 class AudioLimits:
     """What one audio clip may cost: encoded bytes and seconds of sound."""
 
-    max_bytes: int = 20 * 1024 * 1024
-    max_duration_s: float = 600.0
+    max_bytes: int = limits.DEFAULT_MAX_BYTES
+    max_duration_s: float = limits.DEFAULT_MAX_AUDIO_DURATION_S
 
 
 def sniff_audio(data: bytes) -> str | None:

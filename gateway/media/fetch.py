@@ -34,6 +34,7 @@ from typing import Any
 import httpx
 
 from gateway.errors import MediaFetchError, MediaTimeout, MediaTooLarge, MediaURLError
+from gateway.media import limits
 from gateway.media._transport import PerHostTransport
 from gateway.media.cache import (
     DEFAULT_CACHE_MAX_BYTES,
@@ -59,10 +60,10 @@ __all__ = [
     "decode_data_url",
 ]
 
-DEFAULT_MAX_BYTES = 20 * 1024 * 1024
-DEFAULT_CONNECT_TIMEOUT_S = 5.0
-DEFAULT_TOTAL_TIMEOUT_S = 20.0
-DEFAULT_MAX_REDIRECTS = 3
+DEFAULT_MAX_BYTES = limits.DEFAULT_MAX_BYTES
+DEFAULT_CONNECT_TIMEOUT_S = limits.DEFAULT_CONNECT_TIMEOUT_S
+DEFAULT_TOTAL_TIMEOUT_S = limits.DEFAULT_TOTAL_TIMEOUT_S
+DEFAULT_MAX_REDIRECTS = limits.DEFAULT_MAX_REDIRECTS
 
 MAX_URL_LENGTH = 8192  # for http(s) and file:; data: URLs are bounded by max_bytes instead
 # What unsafe_allow_private_addresses_for_tests admits (test servers, container networks).

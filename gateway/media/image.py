@@ -21,6 +21,7 @@ import numpy as np
 from PIL import Image, ImageOps
 
 from gateway.errors import MediaDecodeError, MediaError, MediaTooLarge, UnsupportedMedia
+from gateway.media import limits
 
 __all__ = [
     "DEFAULT_DRAFT_MARGIN",
@@ -33,16 +34,16 @@ __all__ = [
     "to_rgb",
 ]
 
-DEFAULT_MAX_BYTES = 20 * 1024 * 1024
-DEFAULT_MAX_PIXELS = 40_000_000
-DEFAULT_MAX_SIDE = 16_384
+DEFAULT_MAX_BYTES = limits.DEFAULT_MAX_BYTES
+DEFAULT_MAX_PIXELS = limits.DEFAULT_MAX_PIXELS
+DEFAULT_MAX_SIDE = limits.DEFAULT_MAX_IMAGE_SIDE
 
 SUPPORTED_FORMATS = "JPEG, PNG, WebP, GIF"
 _EXIF_ORIENTATION = 0x0112
 _SWAPS_AXES = frozenset({5, 6, 7, 8})  # orientations that rotate by 90 or 270 degrees
 # Decode JPEGs at >= 1.5x the target size, so the final resize still filters (measured against
 # a full decode: within 4-7 of 255 levels at worst, ~0.5 on average, on photographic content).
-DEFAULT_DRAFT_MARGIN = 1.5
+DEFAULT_DRAFT_MARGIN = limits.DEFAULT_DRAFT_MARGIN
 _WHITE = (255, 255, 255, 255)
 
 # What PIL raises on malformed input; it has no common base class for "bad file".

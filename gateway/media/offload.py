@@ -38,14 +38,15 @@ from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 
 from gateway.errors import GatewayError, MediaDecodeError, MediaTimeout, MediaTooLarge
+from gateway.media import limits
 
 __all__ = ["DEFAULT_ITEM_TIMEOUT_S", "DEFAULT_MEMORY_LIMIT_MB", "OffloadLimits", "Offloader"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_WORKERS = 2
-DEFAULT_ITEM_TIMEOUT_S = 15.0
-DEFAULT_MEMORY_LIMIT_MB = 4096
+DEFAULT_WORKERS = limits.DEFAULT_DECODE_WORKERS
+DEFAULT_ITEM_TIMEOUT_S = limits.DEFAULT_DECODE_TIMEOUT_S
+DEFAULT_MEMORY_LIMIT_MB = limits.DEFAULT_DECODE_MEMORY_MB
 
 T = TypeVar("T")
 _Reply = tuple[bool, Any]

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from gateway.errors import MediaDecodeError, MediaError, MediaTooLarge, UnsupportedMedia
+from gateway.media import limits
 from gateway.media._av import av_errors, codec_ids, open_bytes, pyav
 
 __all__ = [
@@ -48,12 +49,12 @@ class VideoLimits:
     """What one video may cost. ``max_frames``: frames in the file; ``max_decoded_frames``:
     frames the sampler may decode (sparse keyframes make sampling cost more than N)."""
 
-    max_bytes: int = 20 * 1024 * 1024
-    max_duration_s: float = 600.0
-    max_frames: int = 36_000
-    max_side: int = 4096
-    max_pixels: int = 4096 * 2304
-    max_decoded_frames: int = 4096
+    max_bytes: int = limits.DEFAULT_MAX_BYTES
+    max_duration_s: float = limits.DEFAULT_MAX_VIDEO_DURATION_S
+    max_frames: int = limits.DEFAULT_MAX_VIDEO_FRAMES
+    max_side: int = limits.DEFAULT_MAX_VIDEO_SIDE
+    max_pixels: int = limits.DEFAULT_MAX_VIDEO_PIXELS
+    max_decoded_frames: int = limits.DEFAULT_MAX_DECODED_FRAMES
     decoder_threads: int = 1
 
 
@@ -63,7 +64,7 @@ class FrameSampling:
     video (so a short clip gets fewer). ``max_short_side`` downscales frames (never up) so
     their shorter side is at most that, keeping the aspect ratio."""
 
-    num_frames: int = 8
+    num_frames: int = limits.DEFAULT_VIDEO_FRAMES
     fps: float | None = None
     max_short_side: int | None = None
 

@@ -107,7 +107,7 @@ def _draft(
     return GenerationRequest(
         text_input=text_input,
         max_tokens=max_tokens(
-            request.requested_max_tokens, param, served, runtime.settings.limits.max_tokens_cap
+            request.requested_max_tokens, param, served, runtime.settings.generation.max_tokens
         ),
         stream=stream,
         sampling=Sampling(request.temperature, request.top_p, request.top_k, request.seed),

@@ -21,14 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from gateway.config import Limits
+from gateway.config import ImageSettings, MediaSettings, VideoSettings
 from gateway.errors import GatewayError, InvalidRequest, MediaURLError, TooManyMediaItems
 from gateway.families.base import Family
-from gateway.media.audio import AudioLimits
 from gateway.media.identity import content_digest
-from gateway.media.image import ImageLimits
 from gateway.media.local import decode_base64_payload
-from gateway.media.video import FrameSampling, VideoLimits
+from gateway.media.video import FrameSampling
 from gateway.pipeline._media_jobs import PreparedItem, prepare_audio, prepare_image, prepare_video
 from gateway.pipeline.conversation import MediaKind, MediaPart
 from gateway.protocol.chat import MediaIOKwargs
@@ -63,7 +61,7 @@ def _accepts(family: Family, kind: MediaKind) -> bool:
     return (family.image_tensor if kind == "image" else family.video_tensor) is not None
 
 
-def check_media(parts: Sequence[MediaPart], served: ServedRuntime, limits: Limits) -> None:
+def check_media(parts: Sequence[MediaPart], served: ServedRuntime, limits: MediaSettings) -> None:
     """Refuse kinds the model does not take, mixes the wire cannot carry, and counts over the
     server's or the engine's limit; all before any fetch."""
     model = served.config.id
@@ -95,21 +93,22 @@ def check_media(parts: Sequence[MediaPart], served: ServedRuntime, limits: Limit
             )
 
 
-def video_sampling(options: MediaIOKwargs | None, family: Family, limits: Limits) -> FrameSampling:
+def video_sampling(
+    options: MediaIOKwargs | None, family: Family, limits: VideoSettings
+) -> FrameSampling:
     """Frames to sample: the request's ``media_io_kwargs.video`` within the server's limits."""
     video = options.video if options is not None else None
-    num_frames = (video.num_frames if video else None) or limits.video_num_frames
-    if num_frames > limits.video_max_num_frames:
+    num_frames = (video.num_frames if video else None) or limits.num_frames
+    if num_frames > limits.max_num_frames:
         raise InvalidRequest(
             f"num_frames is {num_frames}; this server samples at most "
-            f"{limits.video_max_num_frames} frames per video",
+            f"{limits.max_num_frames} frames per video",
             param="media_io_kwargs.video.num_frames",
         )
     fps = video.fps if video else None
-    if fps is not None and fps > limits.video_max_fps:
+    if fps is not None and fps > limits.max_fps:
         raise InvalidRequest(
-            f"fps is {fps:g}; this server samples at most {limits.video_max_fps:g} frames per "
-            "second",
+            f"fps is {fps:g}; this server samples at most {limits.max_fps:g} frames per second",
             param="media_io_kwargs.video.fps",
         )
     return FrameSampling(num_frames, fps, family.video_max_short_side)
@@ -124,12 +123,12 @@ async def prepare_media(
     """Fetch, decode and prepare every part; the first failure is the request's error."""
     if not parts:
         return None
-    limits = runtime.settings.limits
+    limits = runtime.settings.media
     check_media(parts, served, limits)
     if parts[0].kind == "audio":
         return await _prepare_audio(parts, runtime)
     family = served.family
-    sampling = video_sampling(options, family, limits) if parts[0].kind == "video" else None
+    sampling = video_sampling(options, family, limits.video) if parts[0].kind == "video" else None
     loads = (_load(part, served, runtime, sampling) for part in parts)
     results = await asyncio.gather(*loads, return_exceptions=True)
     items = _successes(results, parts)
@@ -141,7 +140,7 @@ async def prepare_media(
         tensor = await asyncio.to_thread(family.stack_video, arrays[0])
     else:
         name = family.image_tensor
-        processing = f"{family.processing_options()}|{_draft_option(family, limits)}"
+        processing = f"{family.processing_options()}|{_draft_option(family, limits.image)}"
         tensor = await asyncio.to_thread(family.stack_images, arrays)
     assert name is not None  # check_media refused kinds without a tensor
     digest = content_digest(
@@ -167,7 +166,8 @@ async def _prepare_audio(parts: Sequence[MediaPart], runtime: Runtime) -> Prepar
             param="messages",
         )
     part = parts[0]
-    item = await _decode(part, runtime, await _bytes(part, runtime), prepare_audio, _audio(runtime))
+    limits = runtime.settings.media.audio_limits()
+    item = await _decode(part, runtime, await _bytes(part, runtime), prepare_audio, limits)
     return PreparedMedia(None, None, 1, samples=item.array)
 
 
@@ -178,7 +178,7 @@ async def decode_upload(data: bytes, runtime: Runtime) -> np.ndarray:
     item: PreparedItem = await runtime.offload.run(
         prepare_audio,
         data,
-        _audio(runtime),
+        runtime.settings.media.audio_limits(),
         what="the audio",
         on_wait=lambda seconds: metrics.queued("decode", seconds),
     )
@@ -186,27 +186,8 @@ async def decode_upload(data: bytes, runtime: Runtime) -> np.ndarray:
     return item.array
 
 
-def _draft_option(family: Family, limits: Limits) -> str:
+def _draft_option(family: Family, limits: ImageSettings) -> str:
     return f"draft={limits.jpeg_draft_margin:g}" if family.image_decode_size else "draft=off"
-
-
-def _image_limits(limits: Limits) -> ImageLimits:
-    return ImageLimits(max_bytes=limits.max_media_bytes, max_pixels=limits.max_image_pixels)
-
-
-def _video_limits(limits: Limits) -> VideoLimits:
-    return VideoLimits(
-        max_bytes=limits.max_media_bytes,
-        max_duration_s=limits.max_video_duration_s,
-        max_frames=limits.max_video_frames,
-        max_side=limits.max_video_side,
-        max_decoded_frames=limits.max_video_decoded_frames,
-    )
-
-
-def _audio(runtime: Runtime) -> AudioLimits:
-    limits = runtime.settings.limits
-    return AudioLimits(max_bytes=limits.max_media_bytes, max_duration_s=limits.max_audio_duration_s)
 
 
 async def _load(
@@ -214,12 +195,12 @@ async def _load(
 ) -> PreparedItem:
     """Fetch one part, then prepare it in a worker."""
     data = await _bytes(part, runtime)
-    limits = runtime.settings.limits
+    limits = runtime.settings.media
     if part.kind == "video":
         assert sampling is not None
-        args: tuple[Any, ...] = (_video_limits(limits), sampling, served.family)
+        args: tuple[Any, ...] = (limits.video_limits(), sampling, served.family)
         return await _decode(part, runtime, data, prepare_video, *args)
-    args = (_image_limits(limits), served.family, limits.jpeg_draft_margin)
+    args = (limits.image_limits(), served.family, limits.image.jpeg_draft_margin)
     return await _decode(part, runtime, data, prepare_image, *args)
 
 
@@ -230,7 +211,7 @@ async def _bytes(part: MediaPart, runtime: Runtime) -> bytes:
         if part.url is not None:
             data = (await runtime.fetcher.fetch(part.url)).data
         else:
-            limit = runtime.settings.limits.max_media_bytes
+            limit = runtime.settings.media.max_bytes
             data = decode_base64_payload(part.data or "", limit, "input_audio.data")
     except MediaURLError as exc:
         exc.code = f"invalid_{part.kind}_url" if part.url is not None else "invalid_media"

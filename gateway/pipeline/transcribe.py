@@ -41,7 +41,7 @@ async def prepare_transcription(
     samples = await decode_upload(upload, runtime)
     draft = GenerationRequest(
         text_input="",
-        max_tokens=runtime.settings.limits.max_tokens_cap,
+        max_tokens=runtime.settings.generation.max_tokens,
         stream=contract.decoupled,
         sampling=job.sampling,
     )

@@ -46,7 +46,7 @@ from gateway.errors import UpstreamUnavailable
 
 log = logging.getLogger(__name__)
 
-DEFAULT_READY_TIMEOUT_S = 300.0
+DEFAULT_READY_TIMEOUT_S = 600.0
 DEFAULT_RESTART_BACKOFF_S = 1.0
 PR_SET_PDEATHSIG = 1
 

@@ -72,7 +72,7 @@ def gateway_toml(request: RepoRequest, engines: Engines, launch: str) -> str:
         *_table("[embedded]", {"enabled": False}),
     ]
     if request.spec.layout == "multimodal":
-        lines += _table("[limits]", {"max_images_per_request": request.max_images})
+        lines += _table("[media]", {"max_images_per_request": request.max_images})
     lines += _table("[[models]]", served_model(request, engines))
     return "\n".join(lines)
 

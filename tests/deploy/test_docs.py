@@ -41,14 +41,15 @@ def test_script_variables_are_documented() -> None:
         assert not missing, f"{script.name}: {sorted(missing)}"
 
 
-def settings_variables() -> set[str]:
+def settings_variables(model: type[BaseModel] = Settings, prefix: str = "MMGW_") -> set[str]:
+    """Every environment variable the settings read, nested sections included."""
     names = set()
-    for name, field in Settings.model_fields.items():
+    for name, field in model.model_fields.items():
         section = field.annotation
         if isinstance(section, type) and issubclass(section, BaseModel):
-            names |= {f"MMGW_{name}__{key}".upper() for key in section.model_fields}
+            names |= settings_variables(section, f"{prefix}{name}__".upper())
         else:
-            names.add(f"MMGW_{name}".upper())
+            names.add(f"{prefix}{name}".upper())
     return names
 
 

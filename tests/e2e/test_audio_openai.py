@@ -22,7 +22,14 @@ import uvicorn
 from openai import AsyncOpenAI
 
 from gateway.app import create_app
-from gateway.config import REFERENCE_WHISPER, EmbeddedSettings, Limits, ServedModel, Settings
+from gateway.config import (
+    REFERENCE_WHISPER,
+    AudioSettings,
+    EmbeddedSettings,
+    MediaSettings,
+    ServedModel,
+    Settings,
+)
 from gateway.triton.embedded import EmbeddedTriton, free_loopback_port
 from tests.audio_samples import encode, speech_like
 
@@ -41,7 +48,9 @@ def _settings(triton: EmbeddedTriton) -> Settings:
     return Settings(
         models=models,
         embedded=EmbeddedSettings(enabled=False),
-        limits=Limits(max_audio_duration_s=MAX_SECONDS, max_media_bytes=8 * 1024 * 1024),
+        media=MediaSettings(
+            max_bytes=8 * 1024 * 1024, audio=AudioSettings(max_duration_s=MAX_SECONDS)
+        ),
     )
 
 

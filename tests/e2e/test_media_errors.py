@@ -20,7 +20,7 @@ import uvicorn
 from PIL import Image
 
 from gateway.app import create_app
-from gateway.config import Limits
+from gateway.config import AudioSettings, DecodeSettings, MediaSettings, VideoSettings
 from gateway.triton.embedded import EmbeddedTriton, free_loopback_port
 from tests.e2e.conftest import MediaServer, e2e_settings, make_image
 from tests.e2e.test_errors import assert_openai_error
@@ -29,7 +29,7 @@ from tests.gateway.media.test_fetch_ssrf import SSRF_URLS
 
 pytestmark = pytest.mark.e2e
 
-CAP = 20 * 1024 * 1024  # the default max_media_bytes
+CAP = 20 * 1024 * 1024  # the default [media] max_bytes
 
 
 def chat(part: dict, model: str = "reference-llava") -> dict:
@@ -106,9 +106,14 @@ def liars() -> Iterator[str]:
 async def strict_url(embedded_triton: EmbeddedTriton) -> AsyncIterator[str]:
     """A gateway with the SSRF guard fully on and tight video, audio and time limits."""
     base = e2e_settings(embedded_triton)
-    limits = Limits(max_video_frames=30, max_audio_duration_s=1, decode_timeout_s=0.25)
+    limits = {
+        "media": MediaSettings(
+            video=VideoSettings(max_frames=30), audio=AudioSettings(max_duration_s=1)
+        ),
+        "decode": DecodeSettings(timeout_s=0.25),
+    }
     settings = base.model_copy(
-        update={"limits": limits, "unsafe_allow_private_media_urls_for_tests": False}
+        update={**limits, "unsafe_allow_private_media_urls_for_tests": False}
     )
     port = free_loopback_port()
     server = uvicorn.Server(

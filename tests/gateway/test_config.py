@@ -5,7 +5,7 @@ import pytest
 from pydantic import ValidationError
 
 from gateway.cli import _parser, settings_from_args
-from gateway.config import ServedModel, WhisperOptions, load_settings
+from gateway.config import ServedModel, Settings, WhisperOptions, load_settings
 
 
 def test_defaults_serve_the_embedded_reference_models() -> None:
@@ -30,8 +30,14 @@ def test_toml_then_environment_then_overrides(
 port = 9001
 host = "0.0.0.0"
 
-[limits]
+[media]
 max_images_per_request = 2
+
+[media.video]
+num_frames = 4
+
+[decode]
+workers = 3
 
 [[models]]
 id = "llava-7b"
@@ -44,7 +50,8 @@ triton_url = "triton:8001"
     settings = load_settings(config)
     assert settings.server.port == 9002  # environment beats the file
     assert settings.server.host == "0.0.0.0"
-    assert settings.limits.max_images_per_request == 2
+    assert settings.media.max_images_per_request == 2
+    assert settings.media.video.num_frames == 4 and settings.decode.workers == 3
     assert [m.triton_url for m in settings.models] == ["triton:8001"]
     assert not settings.needs_embedded
 
@@ -76,3 +83,39 @@ def test_whisper_options_load_from_toml_and_belong_to_whisper(tmp_path: Path) ->
     assert whisper is not None and whisper.n_mels == 128 and whisper.max_sequence_tokens == 114
     with pytest.raises(ValueError, match="family 'whisper'"):
         ServedModel(id="x", family="llava", triton_model="m", whisper=WhisperOptions())
+
+
+def test_an_old_limits_table_still_loads_into_the_grouped_sections(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = tmp_path / "old.toml"
+    config.write_text(
+        "[limits]\nmax_media_bytes = 1024\nvideo_num_frames = 2\ndecode_workers = 5\n"
+        'max_tokens_cap = 99\nallowed_domains = ["example.com"]\n'
+    )
+    with caplog.at_level("WARNING"):
+        settings = load_settings(config)
+    assert settings.media.max_bytes == 1024 and settings.media.video.num_frames == 2
+    assert settings.decode.workers == 5 and settings.generation.max_tokens == 99
+    assert settings.fetch.allowed_domains == ("example.com",)
+    assert "limits.max_media_bytes is now media.max_bytes" in caplog.text
+    monkeypatch.setenv("MMGW_LIMITS__MAX_IMAGES_PER_REQUEST", "3")
+    assert Settings().media.max_images_per_request == 3  # the old variable too
+    config.write_text("[limits]\nmax_bogus = 1\n")
+    with pytest.raises(ValidationError, match=r"limits\.max_bogus"):
+        load_settings(config)
+
+
+def test_each_media_default_is_the_media_planes_own() -> None:
+    from gateway.media import limits
+    from gateway.media.fetch import FetchLimits
+    from gateway.media.image import ImageLimits
+    from gateway.media.offload import OffloadLimits
+    from gateway.media.video import VideoLimits
+
+    settings = Settings()
+    assert settings.media.image_limits() == ImageLimits()
+    assert settings.media.video_limits().max_bytes == VideoLimits().max_bytes
+    assert settings.fetch.limits(settings.media.max_bytes) == FetchLimits()
+    assert settings.decode.offload_limits() == OffloadLimits()
+    assert settings.media.max_bytes == limits.DEFAULT_MAX_BYTES

@@ -113,7 +113,7 @@ def generation(
         sizes = (family.image_sizes_tensor, array) if array is not None else None
         media = PreparedMedia((family.image_tensor, tensor), extra_id, len(images), sizes)
     request = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "x"}])
-    runtime = SimpleNamespace(settings=SimpleNamespace(limits=SimpleNamespace(max_tokens_cap=64)))
+    runtime = SimpleNamespace(settings=SimpleNamespace(generation=SimpleNamespace(max_tokens=64)))
     text = family.render(chat)
     stops = tuple(family.stop_strings)
     return _draft(request, served, runtime, True, text, media, stops, None)  # type: ignore[arg-type]

@@ -11,7 +11,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from gateway.config import Limits, ServedModel, Settings
+from gateway.config import (
+    MediaSettings,
+    ServedModel,
+    Settings,
+)
 from gateway.errors import InvalidRequest, TooManyMediaItems
 from gateway.families.registry import get_family
 from gateway.media.fetch import MediaFetcher
@@ -54,7 +58,7 @@ async def runtime() -> AsyncIterator[Runtime]:
     offload = Offloader(OffloadLimits(workers=1), preload=("gateway.pipeline._media_jobs",))
     await offload.start()
     fetcher = MediaFetcher()
-    settings = Settings(limits=Limits(max_images_per_request=4))
+    settings = Settings(media=MediaSettings(max_images_per_request=4))
     yield Runtime(settings, models, {}, fetcher, ExtraIdRegistry(), offload)
     await fetcher.aclose()
     await offload.aclose()

@@ -10,7 +10,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from gateway.config import Limits, ServedModel, Settings
+from gateway.config import (
+    AudioSettings,
+    MediaSettings,
+    ServedModel,
+    Settings,
+)
 from gateway.errors import GatewayError, InvalidRequest, TooManyMediaItems
 from gateway.families.registry import get_family
 from gateway.media.fetch import MediaFetcher
@@ -45,7 +50,7 @@ def video(url: str, where: str = "messages[0].content[0]") -> MediaPart:
 
 @pytest.fixture(scope="module")
 async def runtime() -> AsyncIterator[Runtime]:
-    settings = Settings(limits=Limits(max_images_per_request=2, content_id_salt=""))
+    settings = Settings(media=MediaSettings(max_images_per_request=2, content_id_salt=""))
     offload = Offloader(OffloadLimits(workers=1), preload=("gateway.pipeline._media_jobs",))
     await offload.start()
     fetcher = MediaFetcher()
@@ -78,7 +83,7 @@ async def test_same_pixels_any_encoding_same_id(runtime: Runtime) -> None:
 async def test_tenant_salt_changes_the_id(runtime: Runtime) -> None:
     url = data_url(picture("PNG"), "image/png")
     plain = await extra_id(runtime, url)
-    salted_settings = Settings(limits=Limits(content_id_salt="tenant-a"))
+    salted_settings = Settings(media=MediaSettings(content_id_salt="tenant-a"))
     salted = Runtime(salted_settings, {}, {}, runtime.fetcher, runtime.extra_ids, runtime.offload)
     assert await extra_id(salted, url) not in (plain, None)
 
@@ -193,7 +198,7 @@ async def test_load_audio_from_input_audio(runtime: Runtime) -> None:
 
 
 async def test_audio_over_the_duration_limit(runtime: Runtime) -> None:
-    short = Settings(limits=Limits(max_audio_duration_s=1))
+    short = Settings(media=MediaSettings(audio=AudioSettings(max_duration_s=1)))
     limited = Runtime(short, {}, {}, runtime.fetcher, runtime.extra_ids, runtime.offload)
     wav = encode_audio(sine(2.0, 16_000), 16_000, "wav")
     part = MediaPart("audio", "w", url=data_url(wav, "audio/wav"))

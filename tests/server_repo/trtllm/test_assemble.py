@@ -98,7 +98,7 @@ def test_launch_command_and_gateway_config(workspace: Workspace, run_tool: Runne
     assert (model.id, model.family, model.triton_model) == ("ov-7b", "llava_onevision", "ensemble")
     assert (model.triton_url, model.max_images, model.kv_tokens_per_block) == ("triton:8001", 1, 64)
     assert model.end_id == 151645
-    assert settings.limits.max_images_per_request == 1
+    assert settings.media.max_images_per_request == 1
     assert not settings.needs_embedded
 
 

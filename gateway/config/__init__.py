@@ -1,0 +1,58 @@
+"""The gateway's settings, loaded once and passed in: ``settings.py`` (the top-level sections
+and loading), ``limits.py`` (request limits by concern), ``models.py`` (served models)."""
+
+from gateway.config.limits import (
+    LEGACY_LIMITS,
+    AudioSettings,
+    DecodeSettings,
+    FetchSettings,
+    GenerationSettings,
+    ImageSettings,
+    MediaSettings,
+    VideoSettings,
+)
+from gateway.config.models import (
+    DEFAULT_MAX_TOKENS,
+    REFERENCE_WHISPER,
+    LoraAdapter,
+    ServedModel,
+    default_models,
+)
+from gateway.config.settings import (
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    DEFAULT_REFERENCE_REPOSITORY,
+    PACKAGE_ROOT,
+    EmbeddedSettings,
+    ObservabilitySettings,
+    ServerSettings,
+    Settings,
+    load_settings,
+)
+from gateway.families.whisper.options import WhisperOptions
+
+__all__ = [
+    "DEFAULT_HOST",
+    "DEFAULT_MAX_TOKENS",
+    "DEFAULT_PORT",
+    "DEFAULT_REFERENCE_REPOSITORY",
+    "LEGACY_LIMITS",
+    "PACKAGE_ROOT",
+    "REFERENCE_WHISPER",
+    "AudioSettings",
+    "DecodeSettings",
+    "EmbeddedSettings",
+    "FetchSettings",
+    "GenerationSettings",
+    "ImageSettings",
+    "LoraAdapter",
+    "MediaSettings",
+    "ObservabilitySettings",
+    "ServedModel",
+    "ServerSettings",
+    "Settings",
+    "VideoSettings",
+    "WhisperOptions",
+    "default_models",
+    "load_settings",
+]

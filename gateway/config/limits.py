@@ -1,0 +1,180 @@
+"""The request limits, grouped by concern: ``[media]`` (with ``.image``, ``.video``,
+``.audio``), ``[fetch]``, ``[decode]`` and ``[generation]``. Defaults come from
+``gateway/media/limits.py``, where each is stated once; each section turns itself into the
+media plane's own limit values. The old single ``[limits]`` table still loads.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gateway.media import limits
+from gateway.media.audio import AudioLimits
+from gateway.media.fetch import FetchLimits
+from gateway.media.image import ImageLimits
+from gateway.media.offload import OffloadLimits
+from gateway.media.video import VideoLimits
+
+log = logging.getLogger(__name__)
+
+
+class Strict(BaseModel):
+    """Config sections refuse unknown keys: a typo must fail loudly, not be ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ImageSettings(Strict):
+    """``[media.image]``: what one image may cost."""
+
+    max_pixels: int = Field(limits.DEFAULT_MAX_PIXELS, ge=1, description="read from the header")
+    jpeg_draft_margin: float = Field(
+        limits.DEFAULT_DRAFT_MARGIN,
+        ge=0,
+        description="Decode large JPEGs at a reduced scale still this many times the model's "
+        "input size (much faster); 0 decodes at full size, bit-identical to Hugging Face.",
+    )
+
+
+class VideoSettings(Strict):
+    """``[media.video]``: what one video may cost, and how its frames are sampled."""
+
+    max_duration_s: float = Field(limits.DEFAULT_MAX_VIDEO_DURATION_S, gt=0)
+    max_frames: int = Field(limits.DEFAULT_MAX_VIDEO_FRAMES, ge=1, description="in the file")
+    max_side: int = Field(limits.DEFAULT_MAX_VIDEO_SIDE, ge=16)
+    max_decoded_frames: int = Field(
+        limits.DEFAULT_MAX_DECODED_FRAMES, ge=1, description="frames the sampler may decode"
+    )
+    num_frames: int = Field(
+        limits.DEFAULT_VIDEO_FRAMES, ge=1, description="frames sampled when a request names none"
+    )
+    max_num_frames: int = Field(32, ge=1, description="most frames a request may ask for")
+    max_fps: float = Field(30.0, gt=0, description="highest sampling fps a request may ask")
+
+
+class AudioSettings(Strict):
+    """``[media.audio]``: what one audio clip may cost."""
+
+    max_duration_s: float = Field(limits.DEFAULT_MAX_AUDIO_DURATION_S, gt=0)
+
+
+class MediaSettings(Strict):
+    """``[media]``: what one request may carry. A request over any limit gets a 400.
+
+    ``content_id_salt`` is folded into every KV-reuse id: gateways of different tenants in
+    front of one Triton get different salts, so they never share a cache entry.
+    """
+
+    max_bytes: int = Field(limits.DEFAULT_MAX_BYTES, ge=1, description="per item")
+    max_images_per_request: int = Field(8, ge=0)
+    max_videos_per_request: int = Field(1, ge=0, description="the wire tensor holds one video")
+    max_audio_per_request: int = Field(1, ge=0)
+    content_id_salt: str = Field("", description="tenant salt for the KV-reuse ids")
+    image: ImageSettings = Field(default_factory=ImageSettings)
+    video: VideoSettings = Field(default_factory=VideoSettings)
+    audio: AudioSettings = Field(default_factory=AudioSettings)
+
+    def image_limits(self) -> ImageLimits:
+        return ImageLimits(max_bytes=self.max_bytes, max_pixels=self.image.max_pixels)
+
+    def video_limits(self) -> VideoLimits:
+        video = self.video
+        return VideoLimits(
+            max_bytes=self.max_bytes,
+            max_duration_s=video.max_duration_s,
+            max_frames=video.max_frames,
+            max_side=video.max_side,
+            max_decoded_frames=video.max_decoded_frames,
+        )
+
+    def audio_limits(self) -> AudioLimits:
+        return AudioLimits(max_bytes=self.max_bytes, max_duration_s=self.audio.max_duration_s)
+
+
+class FetchSettings(Strict):
+    """``[fetch]``: how media URLs are fetched (public addresses only, always)."""
+
+    connect_timeout_s: float = Field(limits.DEFAULT_CONNECT_TIMEOUT_S, gt=0)
+    total_timeout_s: float = Field(limits.DEFAULT_TOTAL_TIMEOUT_S, gt=0)
+    max_redirects: int = Field(limits.DEFAULT_MAX_REDIRECTS, ge=0)
+    allowed_domains: tuple[str, ...] = Field((), description="empty: any public host")
+
+    def limits(self, max_bytes: int) -> FetchLimits:
+        return FetchLimits(
+            max_bytes=max_bytes,
+            connect_timeout_s=self.connect_timeout_s,
+            total_timeout_s=self.total_timeout_s,
+            max_redirects=self.max_redirects,
+            allowed_domains=self.allowed_domains,
+        )
+
+
+class DecodeSettings(Strict):
+    """``[decode]``: the media decoding pool (worker processes, killed when over budget)."""
+
+    workers: int = Field(limits.DEFAULT_DECODE_WORKERS, ge=1)
+    timeout_s: float = Field(limits.DEFAULT_DECODE_TIMEOUT_S, gt=0, description="per item")
+    memory_mb: int = Field(
+        limits.DEFAULT_DECODE_MEMORY_MB, ge=0, description="address space per worker; 0 = no cap"
+    )
+
+    def offload_limits(self) -> OffloadLimits:
+        return OffloadLimits(self.workers, self.timeout_s, self.memory_mb or None)
+
+
+class GenerationSettings(Strict):
+    """``[generation]``: what one request may ask the model for."""
+
+    max_tokens: int = Field(4096, ge=1, description="the largest max_tokens a request may ask")
+
+
+# The settings that lived in one [limits] table before they were grouped by concern: an old
+# config still loads (with a warning naming the new place of each key).
+LEGACY_LIMITS: dict[str, tuple[str, ...]] = {
+    "max_images_per_request": ("media", "max_images_per_request"),
+    "max_videos_per_request": ("media", "max_videos_per_request"),
+    "max_audio_per_request": ("media", "max_audio_per_request"),
+    "max_media_bytes": ("media", "max_bytes"),
+    "content_id_salt": ("media", "content_id_salt"),
+    "max_image_pixels": ("media", "image", "max_pixels"),
+    "jpeg_draft_margin": ("media", "image", "jpeg_draft_margin"),
+    "max_video_duration_s": ("media", "video", "max_duration_s"),
+    "max_video_frames": ("media", "video", "max_frames"),
+    "max_video_side": ("media", "video", "max_side"),
+    "max_video_decoded_frames": ("media", "video", "max_decoded_frames"),
+    "video_num_frames": ("media", "video", "num_frames"),
+    "video_max_num_frames": ("media", "video", "max_num_frames"),
+    "video_max_fps": ("media", "video", "max_fps"),
+    "max_audio_duration_s": ("media", "audio", "max_duration_s"),
+    "fetch_connect_timeout_s": ("fetch", "connect_timeout_s"),
+    "fetch_total_timeout_s": ("fetch", "total_timeout_s"),
+    "fetch_max_redirects": ("fetch", "max_redirects"),
+    "allowed_domains": ("fetch", "allowed_domains"),
+    "decode_workers": ("decode", "workers"),
+    "decode_timeout_s": ("decode", "timeout_s"),
+    "decode_memory_mb": ("decode", "memory_mb"),
+    "max_tokens_cap": ("generation", "max_tokens"),
+}
+
+
+def move_legacy_limits(data: dict[str, Any]) -> dict[str, Any]:
+    """``[limits]`` keys -> their sections; an unknown key is refused like any typo."""
+    legacy = data.pop("limits", None)
+    if not legacy:
+        return data
+    if not isinstance(legacy, dict):
+        raise ValueError("'limits' must be a table")
+    for key, value in legacy.items():
+        if key not in LEGACY_LIMITS:
+            raise ValueError(f"unknown setting limits.{key}")
+        *sections, name = LEGACY_LIMITS[key]
+        table = data
+        for section in sections:
+            current = table.get(section)
+            table[section] = table = dict(current) if isinstance(current, dict) else {}
+        table.setdefault(name, value)
+        log.warning("setting limits.%s is now %s", key, ".".join(LEGACY_LIMITS[key]))
+    return data

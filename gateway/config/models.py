@@ -1,0 +1,113 @@
+"""Served models: which OpenAI model id is which Triton model, of which family, where."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from gateway.config.limits import Strict
+from gateway.families.whisper.options import WhisperOptions
+
+DEFAULT_MAX_TOKENS = 256
+
+
+class LoraAdapter(Strict):
+    """One LoRA adapter of a served model, as TensorRT-LLM's Triton backend takes it.
+
+    ``weights_path`` is the folder NVIDIA's ``hf_lora_convert.py`` writes:
+    ``model.lora_weights.npy`` (fp16, [1, modules x layers, size]) and
+    ``model.lora_config.npy`` (int32, [1, modules x layers, 3]). The gateway sends both with
+    the first request that uses ``task_id`` on a Triton model, and the id alone afterwards
+    (the server caches the adapter).
+    """
+
+    task_id: int = Field(ge=1, le=2**64 - 1, description="lora_task_id (UINT64); 0 means none")
+    weights_path: Path
+
+
+class ServedModel(Strict):
+    """One OpenAI model id and the Triton model that serves it."""
+
+    id: str
+    family: str
+    triton_model: str
+    triton_url: str | None = Field(None, description="host:port of Triton's gRPC; None = embedded")
+    max_images: int | None = Field(None, ge=0, description="engine's max images per request")
+    default_max_tokens: int = Field(DEFAULT_MAX_TOKENS, ge=1)
+    kv_tokens_per_block: int | None = Field(
+        None, ge=1, description="TRT-LLM tokens_per_block; read from the model config if unset"
+    )
+    streaming: Literal["delta", "cumulative"] = Field(
+        "delta",
+        description="'delta': each Triton response holds only new text (the ensemble); "
+        "'cumulative': the full text so far (BLS with accumulate_tokens).",
+    )
+    end_id: int | Literal["server"] | None = Field(
+        None,
+        description="None: the family's known end id; 'server': send none, so the "
+        "deployment's tokenizer EOS applies; or an explicit id (never -1).",
+    )
+    pad_id: int | None = None
+    owned_by: str = "multimodal-gateway"
+    lora: list[LoraAdapter] = Field(
+        default_factory=list,
+        description="LoRA adapters (one table or a list); the first applies when a request "
+        "names none (request field 'lora_task_id'), as the InternLM-XComposer2 guide does.",
+    )
+
+    @field_validator("lora", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, dict | LoraAdapter) else value
+
+    @field_validator("lora")
+    @classmethod
+    def _unique_task_ids(cls, adapters: list[LoraAdapter]) -> list[LoraAdapter]:
+        ids = [adapter.task_id for adapter in adapters]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"duplicate LoRA task ids: {ids}")
+        return adapters
+
+    whisper: WhisperOptions | None = Field(None, description="family 'whisper' only")
+
+    @property
+    def family_options(self) -> BaseModel | None:
+        """The family's own options table, for families that take one."""
+        return self.whisper
+
+    @model_validator(mode="after")
+    def _whisper_options(self) -> ServedModel:
+        if self.whisper is not None and self.family != "whisper":
+            raise ValueError(f"model {self.id!r}: 'whisper' options need family 'whisper'")
+        return self
+
+
+# What server_repo/reference's two Whisper models were "built" with (their config.pbtxt).
+REFERENCE_WHISPER = WhisperOptions(
+    vocabulary="bytes", max_prompt_tokens=64, max_sequence_tokens=192
+)
+
+
+def default_models() -> list[ServedModel]:
+    """The embedded reference models served when the config names none."""
+    return [
+        # The tiny reference tokenizers have their own ids: let the server pick its EOS.
+        ServedModel(
+            id="reference-llava", family="llava", triton_model="reference_llava", end_id="server"
+        ),
+        ServedModel(
+            id="reference-llava-onevision",
+            family="llava_onevision",
+            triton_model="reference_llava_onevision",
+            end_id="server",
+        ),
+        # The tiny reference Whisper has a byte vocabulary and roomier decoder limits.
+        ServedModel(
+            id="reference-whisper",
+            family="whisper",
+            triton_model="reference_whisper",
+            whisper=REFERENCE_WHISPER,
+        ),
+    ]

@@ -1,0 +1,162 @@
+"""Settings: where the gateway listens, the embedded Triton, logs, and every section, loaded once.
+
+One pydantic-settings class, read from (highest priority first) explicit overrides (the
+CLI), ``MMGW_*`` environment variables (nested with ``__``, e.g. ``MMGW_SERVER__PORT``), a
+TOML file, then the defaults here. Nothing reads the environment after start-up: the
+loaded ``Settings`` is passed to ``create_app``.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from gateway.config.limits import (
+    DecodeSettings,
+    FetchSettings,
+    GenerationSettings,
+    MediaSettings,
+    Strict,
+    move_legacy_limits,
+)
+from gateway.config.models import ServedModel, default_models
+from gateway.triton.embedded import DEFAULT_READY_TIMEOUT_S
+
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
+DEFAULT_REFERENCE_REPOSITORY = PACKAGE_ROOT / "server_repo" / "reference"
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+
+log = logging.getLogger(__name__)
+
+
+class ServerSettings(Strict):
+    """Where the gateway itself listens."""
+
+    host: str = DEFAULT_HOST
+    port: int = Field(DEFAULT_PORT, ge=0, le=65535)
+    max_body_bytes: int = Field(64 * 1024 * 1024, ge=1024)
+    max_in_flight: int = Field(512, ge=1)
+    drain_timeout_s: float = Field(30.0, ge=0)
+
+
+class EmbeddedSettings(Strict):
+    """The co-launched reference Triton; used when a served model names no ``triton_url``."""
+
+    enabled: bool = True
+    model_repository: Path = DEFAULT_REFERENCE_REPOSITORY
+    device: Literal["cpu", "cuda", "auto"] = "auto"
+    cache_dir: Path | None = None
+    ready_timeout_s: float = Field(DEFAULT_READY_TIMEOUT_S, gt=0)
+    python: Path | None = Field(
+        None,
+        description="The interpreter whose environment the models run in (its version picks "
+        "Triton's Python stub); default: the gateway's own. It needs numpy<2.",
+    )
+    checkpoints: dict[str, str] = Field(
+        default_factory=dict,
+        description="Triton model name -> Hugging Face checkpoint directory to serve instead of "
+        "the tiny generated weights.",
+    )
+
+
+class ObservabilitySettings(Strict):
+    """Logs and metrics. Bodies hold prompts and images, so they are never logged by default."""
+
+    log_format: Literal["json", "text"] = "json"
+    log_bodies: bool = Field(
+        False,
+        description="Debug switch: also log request bodies (prompts, media) at debug level.",
+    )
+    log_body_max_bytes: int = Field(16 * 1024, ge=0)
+    metrics: bool = Field(True, description="Serve Prometheus metrics at /metrics.")
+
+
+class Settings(BaseSettings):
+    """Everything the gateway needs to start."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="MMGW_", env_nested_delimiter="__", extra="forbid", frozen=True
+    )
+
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    embedded: EmbeddedSettings = Field(default_factory=EmbeddedSettings)
+    media: MediaSettings = Field(default_factory=MediaSettings)
+    fetch: FetchSettings = Field(default_factory=FetchSettings)
+    decode: DecodeSettings = Field(default_factory=DecodeSettings)
+    generation: GenerationSettings = Field(default_factory=GenerationSettings)
+    # Read only to move an old single [limits] table (or MMGW_LIMITS__* variables) into the
+    # sections above; always empty once loaded.
+    limits: dict[str, Any] | None = Field(None, exclude=True, deprecated=True)
+    observability: ObservabilitySettings = Field(default_factory=ObservabilitySettings)
+    models: list[ServedModel] = Field(default_factory=default_models)
+    api_keys: tuple[str, ...] = ()
+    unsafe_allow_private_media_urls_for_tests: bool = Field(
+        False,
+        description="Lets media URLs reach loopback/private addresses. Tests only: it disables "
+        "the SSRF guard.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_limits(cls, data: Any) -> Any:
+        return move_legacy_limits(dict(data)) if isinstance(data, dict) else data
+
+    @field_validator("models")
+    @classmethod
+    def _unique_ids(cls, models: list[ServedModel]) -> list[ServedModel]:
+        ids = [m.id for m in models]
+        duplicates = sorted({i for i in ids if ids.count(i) > 1})
+        if duplicates:
+            raise ValueError(f"duplicate model ids: {duplicates}")
+        if not models:
+            raise ValueError("at least one model must be served")
+        return models
+
+    @model_validator(mode="after")
+    def _embedded_needed(self) -> Settings:
+        if not self.embedded.enabled and any(m.triton_url is None for m in self.models):
+            raise ValueError("models without triton_url need the embedded Triton enabled")
+        return self
+
+    @property
+    def needs_embedded(self) -> bool:
+        return self.embedded.enabled and any(m.triton_url is None for m in self.models)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml_file = settings_cls.model_config.get("toml_file")
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if toml_file:
+            sources.append(TomlConfigSettingsSource(settings_cls))
+        return tuple(sources)
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Settings from overrides, environment, then ``config_file`` (TOML), then defaults."""
+    if config_file is None:
+        return Settings(**overrides)
+    if not config_file.is_file():
+        raise FileNotFoundError(f"config file not found: {config_file}")
+
+    class _FromFile(Settings):
+        model_config = SettingsConfigDict(toml_file=config_file)
+
+    loaded = _FromFile(**overrides)
+    return Settings.model_validate(loaded.model_dump())

@@ -1,0 +1,30 @@
+"""Every default limit of the media plane, stated once.
+
+The media modules' limit dataclasses (``FetchLimits``, ``ImageLimits``, ``VideoLimits``,
+``AudioLimits``, ``OffloadLimits``) and the gateway's settings all take their defaults from
+here, so a default changed here changes everywhere.
+"""
+
+from __future__ import annotations
+
+DEFAULT_MAX_BYTES = 20 * 1024 * 1024  # one media item, fetched or inline
+DEFAULT_CONNECT_TIMEOUT_S = 5.0
+DEFAULT_TOTAL_TIMEOUT_S = 20.0
+DEFAULT_MAX_REDIRECTS = 3
+
+DEFAULT_MAX_PIXELS = 40_000_000  # one image, read from its header before decoding
+DEFAULT_MAX_IMAGE_SIDE = 16_384
+DEFAULT_DRAFT_MARGIN = 1.5  # JPEG draft decoding keeps at least this x the model's input size
+
+DEFAULT_MAX_VIDEO_DURATION_S = 600.0
+DEFAULT_MAX_VIDEO_FRAMES = 36_000  # frames in the file
+DEFAULT_MAX_VIDEO_SIDE = 4096
+DEFAULT_MAX_VIDEO_PIXELS = 4096 * 2304  # one frame
+DEFAULT_MAX_DECODED_FRAMES = 4096  # frames the sampler may decode for one video
+DEFAULT_VIDEO_FRAMES = 8  # frames sampled when a request names none
+
+DEFAULT_MAX_AUDIO_DURATION_S = 600.0
+
+DEFAULT_DECODE_WORKERS = 2
+DEFAULT_DECODE_TIMEOUT_S = 15.0  # one item's decoding, in a worker process
+DEFAULT_DECODE_MEMORY_MB = 4096  # address space of one worker
