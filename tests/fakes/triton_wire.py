@@ -12,6 +12,13 @@ from tritonclient.grpc import service_pb2
 from tritonclient.utils import np_to_triton_dtype, serialize_byte_tensor
 
 
+def wire_bytes(array: np.ndarray) -> bytes:
+    """One tensor's raw contents as Triton sends them (BYTES length-prefixed, else C order)."""
+    if array.dtype == np.object_:
+        return serialize_byte_tensor(array).item()
+    return np.ascontiguousarray(array).tobytes()
+
+
 def infer_response(
     *, final: bool = False, model: str = "model", request_id: str = "", **outputs: np.ndarray
 ) -> service_pb2.ModelInferResponse:
@@ -21,10 +28,6 @@ def infer_response(
         array = np.asarray(array)
         datatype = np_to_triton_dtype(array.dtype)
         response.outputs.add(name=name, datatype=datatype, shape=list(array.shape))
-        if datatype == "BYTES":
-            data = serialize_byte_tensor(array).item()
-        else:
-            data = np.ascontiguousarray(array).tobytes()
-        response.raw_output_contents.append(data)
+        response.raw_output_contents.append(wire_bytes(array))
     response.parameters["triton_final_response"].bool_param = final
     return response

@@ -14,7 +14,9 @@ from typing import Any
 
 import numpy as np
 from tritonclient.grpc import InferResult, service_pb2, service_pb2_grpc
-from tritonclient.utils import np_to_triton_dtype, serialize_byte_tensor
+from tritonclient.utils import np_to_triton_dtype
+
+from tests.fakes.triton_wire import wire_bytes
 
 
 def one(value: Any, dtype: Any) -> np.ndarray:
@@ -33,11 +35,7 @@ def infer_request(model: str, tensors: Mapping[str, np.ndarray]) -> service_pb2.
     request = service_pb2.ModelInferRequest(model_name=model)
     for name, array in tensors.items():
         request.inputs.add(name=name, datatype=np_to_triton_dtype(array.dtype), shape=array.shape)
-        if array.dtype == np.object_:
-            raw = serialize_byte_tensor(array).item()
-        else:
-            raw = np.ascontiguousarray(array).tobytes()
-        request.raw_input_contents.append(raw)
+        request.raw_input_contents.append(wire_bytes(array))
     request.parameters["triton_enable_empty_final_response"].bool_param = True
     return request
 
