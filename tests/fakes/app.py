@@ -222,6 +222,12 @@ def chat(
     return {"model": model, "messages": [{"role": "user", "content": content}], **fields}
 
 
+def multipart(fields: Mapping[str, str], files: Mapping[str, Any]) -> tuple[bytes, dict[str, str]]:
+    """A ``multipart/form-data`` body as httpx encodes it, and its content-type header."""
+    request = httpx.Request("POST", "http://gateway", data=fields, files=files)
+    return request.read(), {"content-type": request.headers["content-type"]}
+
+
 def sse_payloads(text: str) -> list[Any]:
     """The ``data:`` payloads of an event stream, JSON-decoded (``[DONE]`` kept as a string);
     asserts every event is exactly one ``data: ...`` line followed by a blank line."""
