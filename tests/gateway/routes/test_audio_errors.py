@@ -4,13 +4,21 @@ OpenAI error object with its code."""
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 
 from tests.audio_samples import encode, speech_like
-from tests.fakes.app import AsgiCall, FakeGateway, assert_openai_error, http_client, multipart
+from tests.fakes.app import (
+    AsgiCall,
+    FakeGateway,
+    assert_openai_error,
+    chat,
+    http_client,
+    multipart,
+)
 from tests.fakes.triton import FakeTriton
 from tests.gateway.routes.gateways import API_KEY, BODY_CAP, Gateways
 
@@ -185,3 +193,41 @@ async def test_leaving_a_json_transcription_cancels_its_triton_call(
     await asyncio.wait_for(task, 5)
     assert await fake.wait_cancelled("t1-w0")
     assert call.status == 499
+
+
+def audio_url(url: str) -> dict:
+    return {"type": "audio_url", "audio_url": {"url": url}}
+
+
+@pytest.mark.usefixtures("refused")
+async def test_a_chat_audio_url_to_a_private_address(http: httpx.AsyncClient) -> None:
+    body = chat([audio_url("http://127.0.0.1/x.wav")], "fake-whisper")
+    error = assert_openai_error(
+        await http.post("/v1/chat/completions", json=body), 400, "invalid_audio_url"
+    )
+    assert "not a public internet address" in error["message"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a refused media part of a chat request to a Whisper model comes back with param "
+    "null: pipeline/media.load_audio raises the fetch error as is, while prepare_media "
+    "(images, video) names the part (messages[i].content[j]) in _successes",
+)
+@pytest.mark.usefixtures("refused")
+async def test_the_refused_audio_part_of_a_chat_request_is_named(http: httpx.AsyncClient) -> None:
+    body = chat(
+        [{"type": "text", "text": "hi"}, audio_url("http://127.0.0.1/x.wav")], "fake-whisper"
+    )
+    error = assert_openai_error(await http.post("/v1/chat/completions", json=body), 400)
+    assert error["param"] == "messages[0].content[1]"
+
+
+@pytest.mark.usefixtures("refused")
+async def test_a_chat_request_with_two_clips_to_a_speech_model(http: httpx.AsyncClient) -> None:
+    clip = audio_url("data:audio/wav;base64," + base64.b64encode(WAV).decode())
+    body = chat([clip, clip], "fake-whisper")
+    error = assert_openai_error(
+        await http.post("/v1/chat/completions", json=body), 400, "too_many_media_items"
+    )
+    assert "2 audio clips" in error["message"]

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from tests.fakes.app import assert_openai_error, chat, http_client
+from tests.fakes.app import FakeGateway, assert_openai_error, chat, http_client
 from tests.fakes.triton import FakeTriton
 from tests.gateway.routes.gateways import API_KEY, BODY_CAP, Gateways
 
@@ -68,7 +68,7 @@ async def test_a_missing_required_field_is_named(http: httpx.AsyncClient) -> Non
     assert error["param"] == "model" and "required" in error["message"].lower()
 
 
-async def test_max_tokens_over_the_cap(http: httpx.AsyncClient, gateway) -> None:
+async def test_max_tokens_over_the_cap(http: httpx.AsyncClient, gateway: FakeGateway) -> None:
     cap = gateway.runtime.settings.limits.max_tokens_cap
     response = await http.post(URL, json=chat(max_tokens=cap + 1))
     error = assert_openai_error(response, 400, "invalid_request")
