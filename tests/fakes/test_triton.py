@@ -16,7 +16,8 @@ from gateway.errors import InvalidRequest, UpstreamFailed, UpstreamUnavailable
 from gateway.families._whisper_tokens import load_tokenizer
 from gateway.triton.responses import is_final, text_response
 from gateway.triton.speech import output_ids
-from tests.fakes.triton import FakeTriton, ensemble_config, whisper_direct_config
+from tests.fakes.triton import FakeTriton
+from tests.fakes.triton_configs import ensemble_config, whisper_direct_config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -98,6 +99,19 @@ async def test_requests_triton_would_refuse_are_refused(change, words: str) -> N
         await collect(fake, change(text_inputs()))
     assert words in raised.value.message
     assert fake.requests == []
+
+
+async def test_an_output_the_model_does_not_declare_is_refused() -> None:
+    fake = FakeTriton()
+    with pytest.raises(UpstreamFailed) as raised:
+        _ = [r async for r in fake.stream("ensemble", text_inputs(), "r1", ("output_ids",))]
+    assert "unexpected inference output 'output_ids'" in raised.value.message
+
+
+async def test_an_unknown_model_is_refused() -> None:
+    with pytest.raises(UpstreamFailed) as raised:
+        await collect(FakeTriton(), text_inputs(), model="nope")
+    assert "unknown model: 'nope'" in raised.value.message
 
 
 async def test_inputs_are_recorded_as_numpy() -> None:

@@ -17,20 +17,19 @@ same four calls as ``TritonClient``. It speaks two contracts of ``shared/docs/tr
   ``request_output_len``, ``end_id``, ``streaming``...; outputs ``output_ids`` and
   ``sequence_length``), answering with ids of the byte vocabulary the reference Whisper ships.
 
-Model configs are the dicts ``get_model_config(name, as_json=True)["config"]`` returns, built from
-a ``ModelConfig`` protobuf exactly as tritonclient renders it (int64 dims come as strings); the
-names, dtypes and dims are copied from ``server_repo/reference/*/config.pbtxt``
-(``tests/fakes/test_triton.py`` holds them equal).
+Model configs (``triton_configs.py``) are the dicts ``get_model_config(name, as_json=True)
+["config"]`` returns, with the names, dtypes and dims of ``server_repo/reference/*/config.pbtxt``.
 
 ``stream`` builds the request with tritonclient's ``_get_inference_request`` as
-``TritonClient.stream`` does, then reads it back the way Triton does: every input must be
-declared, of the declared datatype, of rank 1 + len(dims) with the batch first and the fixed dims
-matching, and every required input present; a violation is the error response Triton would send,
-raised as ``translate_error`` maps it. Every accepted request is recorded with its inputs decoded
-into numpy (``requests``). Generation is scripted (``script``): the tokens, a delay before each,
-an error response after k tokens, a hang after k tokens (nothing more until cancelled) and the
-KV-cache blocks reported reused. A request left before its final response (the consumer closed
-the iterator, or its task was cancelled) is recorded in ``cancelled``.
+``TritonClient.stream`` does, then reads it back the way Triton does (``triton_requests.py``):
+every input must be declared, of the declared datatype, of rank 1 + len(dims) with the batch
+first and the fixed dims matching, and every required input present; a violation is the error
+response Triton would send, raised as ``translate_error`` maps it. Every accepted request is
+recorded with its inputs decoded into numpy (``requests``). Generation is scripted
+(``script``): the tokens, a delay before each, an error response after k tokens, a hang after k
+tokens (nothing more until cancelled) and the KV-cache blocks reported reused. A request left
+before its final response (the consumer closed the iterator, or its task was cancelled) is
+recorded in ``cancelled``.
 
 Not imitated: sampling (the script is the answer whatever the temperature), ``stop_words`` and
 ``end_id`` (recorded, not applied: the gateway cuts stop strings in the text itself), beam search.
@@ -48,208 +47,23 @@ from typing import Any
 import grpc
 import numpy as np
 import tritonclient.grpc.aio as grpcclient
-from google.protobuf.json_format import MessageToJson
-from tritonclient.grpc import model_config_pb2, service_pb2
+from tritonclient.grpc import service_pb2
 from tritonclient.grpc._utils import _get_inference_request
-from tritonclient.utils import InferenceServerException, deserialize_bytes_tensor
+from tritonclient.utils import InferenceServerException
 
 from gateway.errors import UpstreamUnavailable
 from gateway.families._whisper_tokens import WhisperTokenizer, load_tokenizer
 from gateway.triton.client import translate_error
 from gateway.triton.contract import ModelContract, parse_model_config
 from gateway.triton.responses import is_final
+from tests.fakes.triton_configs import (
+    WHISPER_FRAMES,
+    WHISPER_LANGUAGES,
+    WHISPER_MELS,
+    default_configs,
+)
+from tests.fakes.triton_requests import ReceivedRequest, TritonRejected, read_request
 from tests.fakes.triton_wire import infer_response
-
-# (name, config data type, dims, optional): the ensemble's external inputs, in the order
-# server_repo/reference/reference_llava/config.pbtxt declares them. "{image}" and "{video}" are
-# filled per deployment; "{min_tokens}" and "{seed}" with the release's spelling.
-_ENSEMBLE_INPUTS: tuple[tuple[str, str, tuple[int, ...], bool], ...] = (
-    ("text_input", "TYPE_STRING", (1,), False),
-    ("max_tokens", "TYPE_INT32", (1,), False),
-    ("{image}", "", (-1, -1, -1, -1), True),
-    ("{video}", "TYPE_UINT8", (-1, -1, -1, -1), True),
-    ("bad_words", "TYPE_STRING", (-1,), True),
-    ("stop_words", "TYPE_STRING", (-1,), True),
-    ("end_id", "TYPE_INT32", (1,), True),
-    ("pad_id", "TYPE_INT32", (1,), True),
-    ("top_k", "TYPE_INT32", (1,), True),
-    ("top_p", "TYPE_FP32", (1,), True),
-    ("temperature", "TYPE_FP32", (1,), True),
-    ("repetition_penalty", "TYPE_FP32", (1,), True),
-    ("presence_penalty", "TYPE_FP32", (1,), True),
-    ("frequency_penalty", "TYPE_FP32", (1,), True),
-    ("length_penalty", "TYPE_FP32", (1,), True),
-    ("{min_tokens}", "TYPE_INT32", (1,), True),
-    ("{seed}", "TYPE_UINT64", (1,), True),
-    ("beam_width", "TYPE_INT32", (1,), True),
-    ("stream", "TYPE_BOOL", (1,), True),
-    ("prompt_table_extra_id", "TYPE_UINT64", (1,), True),
-    ("return_num_input_tokens", "TYPE_BOOL", (1,), True),
-    ("return_num_output_tokens", "TYPE_BOOL", (1,), True),
-    ("return_perf_metrics", "TYPE_BOOL", (1,), True),
-)
-_ENSEMBLE_OUTPUTS = (
-    ("text_output", "TYPE_STRING", (-1,)),
-    ("num_input_tokens", "TYPE_INT32", (1,)),
-    ("num_output_tokens", "TYPE_INT32", (1,)),
-    ("kv_cache_reused_blocks", "TYPE_INT32", (1,)),
-    ("kv_cache_alloc_new_blocks", "TYPE_INT32", (1,)),
-    ("kv_cache_alloc_total_blocks", "TYPE_INT32", (1,)),
-)
-_IMAGE_TYPES = {"image_input": "TYPE_FP16", "image_bytes_input": "TYPE_UINT8"}
-# TensorRT-LLM's two spellings: tensorrtllm_backend v0.19 and later main.
-SPELLINGS = {
-    "v0.19": {"min_tokens": "min_length", "seed": "random_seed"},
-    "current": {"min_tokens": "min_tokens", "seed": "seed"},
-}
-# server_repo/reference/reference_whisper/config.pbtxt.
-_WHISPER_INPUTS: tuple[tuple[str, str, tuple[int, ...], bool], ...] = (
-    ("encoder_input_features", "TYPE_FP16", (-1, -1), True),
-    ("encoder_output_lengths", "TYPE_INT32", (1,), True),
-    ("input_lengths", "TYPE_INT32", (1,), False),
-    ("request_output_len", "TYPE_INT32", (1,), False),
-    ("decoder_input_ids", "TYPE_INT32", (-1,), True),
-    ("end_id", "TYPE_INT32", (1,), True),
-    ("pad_id", "TYPE_INT32", (1,), True),
-    ("beam_width", "TYPE_INT32", (1,), True),
-    ("temperature", "TYPE_FP32", (1,), True),
-    ("runtime_top_k", "TYPE_INT32", (1,), True),
-    ("runtime_top_p", "TYPE_FP32", (1,), True),
-    ("seed", "TYPE_UINT64", (1,), True),
-    ("exclude_input_in_output", "TYPE_BOOL", (1,), True),
-    ("streaming", "TYPE_BOOL", (1,), True),
-)
-_WHISPER_OUTPUTS = (
-    ("output_ids", "TYPE_INT32", (-1, -1)),
-    ("sequence_length", "TYPE_INT32", (-1,)),
-)
-WHISPER_FRAMES = 3000  # the encoder's input: 30 s of 10 ms mel frames
-WHISPER_MELS = 80
-WHISPER_LANGUAGES = 99  # the reference Whisper's vocabulary: bytes, then 99 languages' specials
-
-# Triton config data type -> the wire datatype a request must use for it.
-_WIRE = {
-    "TYPE_STRING": "BYTES",
-    "TYPE_BOOL": "BOOL",
-    "TYPE_UINT8": "UINT8",
-    "TYPE_INT32": "INT32",
-    "TYPE_INT64": "INT64",
-    "TYPE_UINT64": "UINT64",
-    "TYPE_FP16": "FP16",
-    "TYPE_BF16": "BF16",
-    "TYPE_FP32": "FP32",
-}
-_NUMPY = {
-    "BOOL": np.bool_,
-    "UINT8": np.uint8,
-    "INT32": np.int32,
-    "INT64": np.int64,
-    "UINT64": np.uint64,
-    "FP16": np.float16,
-    "FP32": np.float32,
-}
-
-
-def _model_config(
-    name: str,
-    inputs: Iterable[tuple[str, str, tuple[int, ...], bool]],
-    outputs: Iterable[tuple[str, str, tuple[int, ...]]],
-    *,
-    decoupled: bool,
-    parameters: dict[str, str],
-    max_batch_size: int = 8,
-) -> dict[str, Any]:
-    """``get_model_config(name, as_json=True)["config"]``, rendered as tritonclient does."""
-    config = model_config_pb2.ModelConfig(
-        name=name, backend="python", max_batch_size=max_batch_size
-    )
-    config.model_transaction_policy.decoupled = decoupled
-    for input_name, data_type, dims, optional in inputs:
-        config.input.add(
-            name=input_name,
-            data_type=model_config_pb2.DataType.Value(data_type),
-            dims=dims,
-            optional=optional,
-        )
-    for output_name, data_type, dims in outputs:
-        config.output.add(
-            name=output_name, data_type=model_config_pb2.DataType.Value(data_type), dims=dims
-        )
-    for key, value in parameters.items():
-        config.parameters[key].string_value = value
-    response = service_pb2.ModelConfigResponse(config=config)
-    return json.loads(MessageToJson(response, preserving_proto_field_name=True))["config"]
-
-
-def ensemble_config(
-    name: str,
-    *,
-    image: str | None = "image_input",
-    video: bool = False,
-    spelling: str = "v0.19",
-    decoupled: bool = True,
-    tokens_per_block: int = 16,
-    only: Sequence[str] | None = None,
-) -> dict[str, Any]:
-    """A multimodal ``ensemble`` (triton-contract.md section 2).
-
-    ``image``: ``image_input`` (FP16 pixels: LLaVA, BLIP-2, VILA), ``image_bytes_input`` (UINT8
-    pixels: LLaVA-OneVision, Mllama, Qwen2-VL) or None; ``video`` adds ``video_bytes_input``;
-    ``spelling`` picks v0.19's or current input names; ``only`` keeps just those inputs (a
-    deployment built from an older or trimmed template).
-    """
-    names = {"image": image, "video": "video_bytes_input" if video else None, **SPELLINGS[spelling]}
-    inputs = []
-    for input_name, data_type, dims, optional in _ENSEMBLE_INPUTS:
-        if input_name.startswith("{"):
-            key = input_name[1:-1]
-            resolved = names[key]
-            if resolved is None:
-                continue
-            data_type = data_type or _IMAGE_TYPES[resolved]
-            input_name = resolved
-        if only is None or input_name in only:
-            inputs.append((input_name, data_type, dims, optional))
-    return _model_config(
-        name,
-        inputs,
-        _ENSEMBLE_OUTPUTS,
-        decoupled=decoupled,
-        parameters={"tokens_per_block": str(tokens_per_block)},
-    )
-
-
-def whisper_direct_config(
-    name: str, *, max_input_len: int = 64, max_seq_len: int = 192, decoupled: bool = True
-) -> dict[str, Any]:
-    """Whisper's encoder-decoder ``tensorrt_llm`` model (triton-contract.md section 4); the
-    limits stand for the decoder engine's ``max_input_len`` and ``max_seq_len``."""
-    return _model_config(
-        name,
-        _WHISPER_INPUTS,
-        _WHISPER_OUTPUTS,
-        decoupled=decoupled,
-        parameters={"max_input_len": str(max_input_len), "max_seq_len": str(max_seq_len)},
-    )
-
-
-_MINIMAL = ("text_input", "max_tokens", "stream")
-
-
-def default_configs() -> list[dict[str, Any]]:
-    """The fake's repository: the three contracts the gateway's reference models speak, a
-    BLIP-2 ensemble, and two trimmed deployments (the required inputs and ``stream`` only;
-    one not decoupled)."""
-    return [
-        ensemble_config("ensemble", image="image_input", spelling="v0.19"),
-        ensemble_config(
-            "ensemble_onevision", image="image_bytes_input", video=True, spelling="current"
-        ),
-        ensemble_config("ensemble_blip2", image="image_input", spelling="current"),
-        ensemble_config("ensemble_minimal", image=None, only=_MINIMAL),
-        ensemble_config("ensemble_unary", image=None, decoupled=False, only=_MINIMAL),
-        whisper_direct_config("whisper"),
-    ]
 
 
 @dataclass
@@ -266,33 +80,6 @@ class Script:
     transcript: str = " The quick brown fox."
     language: str = "en"
     segment_end_s: float = 1.0
-
-
-@dataclass(frozen=True)
-class ReceivedRequest:
-    """One request as the fake's Triton read it: inputs decoded to numpy, batch axis first."""
-
-    model: str
-    request_id: str
-    inputs: dict[str, np.ndarray]
-    outputs: tuple[str, ...]
-
-    def scalar(self, name: str) -> Any:
-        """The one value of a [1, 1] input (bytes decoded to str); None if not sent."""
-        array = self.inputs.get(name)
-        if array is None:
-            return None
-        value = array.reshape(-1)[0]
-        return value.decode("utf-8") if isinstance(value, bytes) else value.item()
-
-    def strings(self, name: str) -> list[str]:
-        """A BYTES list input (``stop_words``) as strings."""
-        array = self.inputs.get(name)
-        return [] if array is None else [v.decode("utf-8") for v in array.reshape(-1)]
-
-
-class TritonRejected(Exception):
-    """An error response Triton sends for a request it cannot run."""
 
 
 @dataclass
@@ -428,7 +215,7 @@ class FakeTriton:
         self, request: service_pb2.ModelInferRequest
     ) -> AsyncIterator[service_pb2.ModelStreamInferResponse]:
         try:
-            received, config = self._read(request)
+            received, config = read_request(request, self.configs, self.unready)
         except TritonRejected as exc:
             yield service_pb2.ModelStreamInferResponse(error_message=str(exc))
             return
@@ -441,65 +228,6 @@ class FakeTriton:
                 yield service_pb2.ModelStreamInferResponse(infer_response=response)
         except TritonRejected as exc:
             yield service_pb2.ModelStreamInferResponse(error_message=str(exc))
-
-    def _read(self, request: service_pb2.ModelInferRequest) -> tuple[ReceivedRequest, dict]:
-        """Triton's checks of an inference request against the model's config, then its
-        inputs as numpy."""
-        model, rid = request.model_name, request.id
-        prefix = f"[request id: {rid}] " if rid else ""
-        config = self.configs.get(model)
-        if config is None:
-            raise TritonRejected(f"Request for unknown model: '{model}' is not found")
-        if model in self.unready:
-            raise TritonRejected(f"'{model}' version 1 is not at ready state")
-        declared = {entry["name"]: entry for entry in config.get("input", [])}
-        max_batch = int(config.get("max_batch_size", 0))
-        if len(request.raw_input_contents) != len(request.inputs):
-            raise TritonRejected(
-                f"{prefix}expected {len(request.inputs)} raw input contents for model "
-                f"'{model}', got {len(request.raw_input_contents)}"
-            )
-        decoded: dict[str, np.ndarray] = {}
-        for tensor, raw in zip(request.inputs, request.raw_input_contents, strict=True):
-            name, shape = tensor.name, [int(d) for d in tensor.shape]
-            entry = declared.get(name)
-            if entry is None:
-                raise TritonRejected(
-                    f"{prefix}unexpected inference input '{name}' for model '{model}'"
-                )
-            if name in decoded:
-                raise TritonRejected(f"{prefix}input '{name}' is specified more than once")
-            expected_type = _WIRE[entry["data_type"]]
-            if tensor.datatype != expected_type:
-                raise TritonRejected(
-                    f"{prefix}inference input '{name}' data-type is '{tensor.datatype}', but "
-                    f"model '{model}' expects '{expected_type}'"
-                )
-            dims = [int(d) for d in entry.get("dims", [])]
-            full = ([-1] if max_batch > 0 else []) + dims
-            fits = len(shape) == len(full) and all(
-                want in (-1, got) for want, got in zip(full, shape, strict=True)
-            )
-            if not fits or (max_batch > 0 and not 1 <= shape[0] <= max_batch):
-                raise TritonRejected(
-                    f"{prefix}unexpected shape for input '{name}' for model '{model}'. "
-                    f"Expected {full}, got {shape}"
-                )
-            decoded[name] = _decode(raw, tensor.datatype, shape, f"{prefix}input '{name}'")
-        missing = [n for n, e in declared.items() if not e.get("optional") and n not in decoded]
-        if missing:
-            raise TritonRejected(
-                f"{prefix}expected {len(declared)} inputs but got {len(decoded)} inputs for "
-                f"model '{model}'; missing required inputs {missing}"
-            )
-        output_names = {entry["name"] for entry in config.get("output", [])}
-        asked = tuple(output.name for output in request.outputs)
-        for name in asked:
-            if name not in output_names:
-                raise TritonRejected(
-                    f"{prefix}unexpected inference output '{name}' for model '{model}'"
-                )
-        return ReceivedRequest(model, rid, decoded, asked), config
 
     async def _paced(self, items: Sequence[Any]) -> AsyncIterator[Any]:
         """``items`` one by one under the script: delay, error after k, hang after k."""
@@ -595,25 +323,6 @@ class FakeTriton:
             body = generated if exclude or exclude is None else [*prompt, *generated]
             yield infer_response(**ids, **_asked(_ids_outputs(body), request.outputs))
         yield infer_response(final=True, **ids)
-
-
-def _decode(raw: bytes, datatype: str, shape: list[int], what: str) -> np.ndarray:
-    count = int(np.prod(shape)) if shape else 1
-    if datatype == "BYTES":
-        values = deserialize_bytes_tensor(raw) if raw else np.empty(0, np.object_)
-        if values.size != count:
-            raise TritonRejected(
-                f"{what} holds {values.size} strings, its shape {shape} says {count}"
-            )
-        return values.reshape(shape)
-    dtype = np.dtype(_NUMPY[datatype]) if datatype in _NUMPY else None
-    if dtype is None:
-        raise TritonRejected(f"{what}: datatype {datatype} is not served by this model")
-    if len(raw) != count * dtype.itemsize:
-        raise TritonRejected(
-            f"{what}: unexpected total byte size {len(raw)}, expecting {count * dtype.itemsize}"
-        )
-    return np.frombuffer(raw, dtype=dtype).reshape(shape)
 
 
 def _text(text: str) -> np.ndarray:

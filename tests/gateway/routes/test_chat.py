@@ -21,7 +21,8 @@ from tests.fakes.app import (
     png,
     sse_payloads,
 )
-from tests.fakes.triton import FakeTriton, ReceivedRequest
+from tests.fakes.triton import FakeTriton
+from tests.fakes.triton_requests import ReceivedRequest
 
 URL = "/v1/chat/completions"
 

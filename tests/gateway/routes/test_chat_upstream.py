@@ -8,7 +8,8 @@ import httpx
 import pytest
 
 from tests.fakes.app import assert_openai_error, chat, http_client, sse_payloads, start_gateway
-from tests.fakes.triton import FakeTriton, default_configs, ensemble_config
+from tests.fakes.triton import FakeTriton
+from tests.fakes.triton_configs import default_configs, ensemble_config
 
 URL = "/v1/chat/completions"
 
