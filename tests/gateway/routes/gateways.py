@@ -1,0 +1,45 @@
+"""The gateways route tests talk to: the settings variants, each built once, on first use."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.fakes.app import FakeGateway, start_gateway
+from tests.fakes.triton import FakeTriton
+
+API_KEY = "sk-route-tests"
+BODY_CAP = 4096  # server.max_body_bytes of the "guarded" gateway
+
+VARIANTS: dict[str, dict[str, Any]] = {
+    # The SSRF guard on, default limits.
+    "default": {},
+    # Media URLs may reach loopback: for the test's own HTTP servers on 127.0.0.1.
+    "loopback": {"unsafe_allow_private_media_urls_for_tests": True},
+    # Tight video, audio and decoding-time limits (the guard on).
+    "strict": {
+        "limits": {"max_video_frames": 30, "max_audio_duration_s": 1, "decode_timeout_s": 0.25}
+    },
+    # An API key, one request in flight, a small body cap.
+    "guarded": {
+        "api_keys": (API_KEY,),
+        "server": {"max_in_flight": 1, "max_body_bytes": BODY_CAP},
+    },
+}
+
+
+class Gateways:
+    """One gateway per variant in front of the session's fake Triton (building one starts a
+    media decoding worker, so each is built once)."""
+
+    def __init__(self, fake: FakeTriton) -> None:
+        self.fake = fake
+        self.built: dict[str, FakeGateway] = {}
+
+    async def get(self, variant: str = "default") -> FakeGateway:
+        if variant not in self.built:
+            self.built[variant] = await start_gateway(self.fake, **VARIANTS[variant])
+        return self.built[variant]
+
+    async def aclose(self) -> None:
+        for gateway in self.built.values():
+            await gateway.aclose()
