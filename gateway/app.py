@@ -47,7 +47,9 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     error = GatewayError(str(exc.detail), code=code)
     error.status_code = exc.status_code
     error.error_type = "invalid_request_error" if exc.status_code < 500 else "server_error"
-    return _error_response(error)
+    response = _error_response(error)
+    response.headers.update(exc.headers or {})  # a 405's Allow, as RFC 9110 requires
+    return response
 
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:

@@ -167,7 +167,11 @@ async def _prepare_audio(parts: Sequence[MediaPart], runtime: Runtime) -> Prepar
         )
     part = parts[0]
     limits = runtime.settings.media.audio_limits()
-    item = await _decode(part, runtime, await _bytes(part, runtime), prepare_audio, limits)
+    try:
+        item = await _decode(part, runtime, await _bytes(part, runtime), prepare_audio, limits)
+    except GatewayError as exc:
+        exc.param = exc.param or part.where  # as every image and video part is named
+        raise
     return PreparedMedia(None, None, 1, samples=item.array)
 
 

@@ -33,16 +33,17 @@ async def check_transcription(served: ServedRuntime, job: TranscriptionJob) -> T
 
 
 async def prepare_transcription(
-    served: ServedRuntime, job: TranscriptionJob, upload: bytes, runtime: Runtime
+    served: ServedRuntime, job: TranscriptionJob, upload: bytes, runtime: Runtime, stream: bool
 ) -> Prepared:
-    """Check the job, decode the upload and plan the calls (all before the first byte)."""
+    """Check the job, decode the upload and plan the calls (all before the first byte).
+    ``stream``: the caller streams, so Triton is asked to (when the deployment is decoupled)."""
     job = await check_transcription(served, job)
     contract = await served.get_contract()
     samples = await decode_upload(upload, runtime)
     draft = GenerationRequest(
         text_input="",
         max_tokens=runtime.settings.generation.max_tokens,
-        stream=contract.decoupled,
+        stream=stream and contract.decoupled,
         sampling=job.sampling,
     )
     plan = await family_plan(served, draft, samples, job.speech)

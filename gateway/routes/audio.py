@@ -86,7 +86,7 @@ async def _serve(request: Request, task: Task) -> Response:
     if not form.file:
         raise MediaDecodeError("The audio is empty (0 bytes).", param="file")
     record.media_items = 1
-    prepared = await prepare_transcription(served, job, form.file, runtime)
+    prepared = await prepare_transcription(served, job, form.file, runtime, body.stream)
     events = relay(prepared, request.state.request_id, record)
 
     def transcript_body(text: str, outcome: Outcome) -> Response:

@@ -35,6 +35,9 @@ _CLIENT_FAULT = re.compile(
     r"exceed|too (long|many|large)|invalid|must be|out of range|not supported|unsupported",
     re.IGNORECASE,
 )
+# Triton's words for a server or model that cannot serve yet (loading, unloading, restarting):
+# a retryable 503, not the model's failure.
+_NOT_READY = ("unavailable", "not ready", "not at ready state", "is not found or not ready")
 _STREAM_METHOD = "/inference.GRPCInferenceService/ModelStreamInfer"
 # As tritonclient's channel: messages up to 2 GiB (images and features travel inline).
 _CHANNEL_OPTIONS = [
@@ -56,7 +59,8 @@ def translate_error(exc: BaseException) -> GatewayError:
         if status and "UNAVAILABLE" in str(status):
             return UpstreamUnavailable("the inference server is unavailable; retry shortly")
     message = (message or "inference failed").strip()
-    if "unavailable" in message.lower() or "not ready" in message.lower():
+    lowered = message.lower()
+    if any(marker in lowered for marker in _NOT_READY):
         return UpstreamUnavailable(f"the inference server is not ready: {message}")
     if _CLIENT_FAULT.search(message):
         return InvalidRequest(f"the model rejected the request: {message}", code="model_rejected")

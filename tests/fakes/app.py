@@ -63,13 +63,13 @@ def served_models(url: str) -> list[ServedModel]:
 
 def fake_settings(fake: FakeTriton, **overrides: Any) -> Settings:
     """Settings serving ``served_models`` from ``fake``: no embedded Triton, the SSRF guard on,
-    one media decoding worker (the test machine is small). ``overrides`` are Settings fields;
-    ``limits`` and ``server`` may be dicts of the fields to change."""
-    limits = {"decode_workers": 1, **overrides.pop("limits", {})}
+    one media decoding worker (the test machine is small). ``overrides`` are Settings fields
+    (sections as dicts of the fields to change)."""
+    decode = {"workers": 1, **overrides.pop("decode", {})}
     return Settings(
         models=served_models(fake.url),
         embedded=EmbeddedSettings(enabled=False),
-        limits=limits,
+        decode=decode,
         **overrides,
     )
 

@@ -13,9 +13,9 @@ from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2
 
 from gateway.errors import InvalidRequest, UpstreamFailed, UpstreamUnavailable
-from gateway.families._whisper_tokens import load_tokenizer
-from gateway.triton.responses import is_final, text_response
-from gateway.triton.speech import output_ids
+from gateway.families.whisper.tokens import load_tokenizer
+from gateway.families.whisper.wire import output_ids
+from gateway.triton.responses import is_final, output_array, text_response
 from tests.fakes.triton import FakeTriton
 from tests.fakes.triton_configs import ensemble_config, whisper_direct_config
 
@@ -210,6 +210,6 @@ async def test_whisper_answers_byte_token_ids_up_to_end_of_text(streaming: bool)
     prompt = [tokenizer.sot, tokenizer.language_token("en"), tokenizer.no_timestamps]
     ids = []
     async for response in fake.stream("whisper", whisper_inputs(prompt, streaming), "w"):
-        ids += output_ids(response)
+        ids += output_ids({"output_ids": output_array(response, "output_ids")})
     assert tokenizer.decode(ids) == fake.script.transcript
     assert tokenizer.eot not in ids

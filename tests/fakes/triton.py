@@ -52,7 +52,7 @@ from tritonclient.grpc._utils import _get_inference_request
 from tritonclient.utils import InferenceServerException
 
 from gateway.errors import UpstreamUnavailable
-from gateway.families._whisper_tokens import WhisperTokenizer, load_tokenizer
+from gateway.families.whisper.tokens import WhisperTokenizer, load_tokenizer
 from gateway.triton.client import translate_error
 from gateway.triton.contract import ModelContract, parse_model_config
 from gateway.triton.responses import is_final

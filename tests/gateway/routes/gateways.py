@@ -17,7 +17,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "loopback": {"unsafe_allow_private_media_urls_for_tests": True},
     # Tight video, audio and decoding-time limits (the guard on).
     "strict": {
-        "limits": {"max_video_frames": 30, "max_audio_duration_s": 1, "decode_timeout_s": 0.25}
+        "media": {"video": {"max_frames": 30}, "audio": {"max_duration_s": 1}},
+        "decode": {"timeout_s": 0.25},
     },
     # An API key, one request in flight, a small body cap.
     "guarded": {

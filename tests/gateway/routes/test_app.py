@@ -35,12 +35,6 @@ async def test_routing_errors_are_openai_errors_with_their_own_code(
     assert error["type"] == "invalid_request_error"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="RFC 9110 requires an Allow header on a 405; Starlette's HTTPException carries it "
-    "(headers={'Allow': 'POST'}) but app._http_error builds a new JSONResponse without the "
-    "exception's headers",
-)
 async def test_a_405_names_the_allowed_method(http: httpx.AsyncClient) -> None:
     response = await http.get("/v1/chat/completions")
     assert response.headers["allow"] == "POST"

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from gateway.config import REFERENCE_WHISPER
-from gateway.families._whisper_tokens import WhisperTokenizer, load_tokenizer
+from gateway.families.whisper.tokens import WhisperTokenizer, load_tokenizer
 from tests.audio_samples import encode, speech_like
 from tests.fakes.app import AsgiCall, FakeGateway, chat, multipart, sse_payloads
 from tests.fakes.triton import FakeTriton

@@ -208,12 +208,6 @@ async def test_a_chat_audio_url_to_a_private_address(http: httpx.AsyncClient) ->
     assert "not a public internet address" in error["message"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a refused media part of a chat request to a Whisper model comes back with param "
-    "null: pipeline/media.load_audio raises the fetch error as is, while prepare_media "
-    "(images, video) names the part (messages[i].content[j]) in _successes",
-)
 @pytest.mark.usefixtures("refused")
 async def test_the_refused_audio_part_of_a_chat_request_is_named(http: httpx.AsyncClient) -> None:
     body = chat(

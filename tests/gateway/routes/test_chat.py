@@ -234,7 +234,9 @@ async def test_an_unsafe_request_id_is_replaced_by_a_fresh_one(
 @pytest.mark.parametrize(
     ("fields", "expected"),
     [
-        ({"temperature": 0}, {"temperature": 0.0, "top_k": 1, "top_p": 0.0}),
+        # Greedy is TensorRT-LLM's top_k 1, for chat and speech alike; temperature is sent as
+        # 1.0, which has no effect there (triton/tensors.sampling_values).
+        ({"temperature": 0}, {"temperature": 1.0, "top_k": 1, "top_p": 0.0}),
         (
             {"temperature": 0.7, "top_p": 0.9, "top_k": 40},
             {"temperature": 0.7, "top_k": 40, "top_p": 0.9},

@@ -69,7 +69,7 @@ async def test_a_missing_required_field_is_named(http: httpx.AsyncClient) -> Non
 
 
 async def test_max_tokens_over_the_cap(http: httpx.AsyncClient, gateway: FakeGateway) -> None:
-    cap = gateway.runtime.settings.limits.max_tokens_cap
+    cap = gateway.runtime.settings.generation.max_tokens
     response = await http.post(URL, json=chat(max_tokens=cap + 1))
     error = assert_openai_error(response, 400, "invalid_request")
     assert error["param"] == "max_tokens" and str(cap) in error["message"]

@@ -73,13 +73,6 @@ async def test_an_unreachable_triton_is_a_503(
     assert "retry" in error["message"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Triton answers a request for a model that is loading or unloading with the error "
-    "\"'<model>' version 1 is not at ready state\" (status UNAVAILABLE); translate_error only "
-    "looks for 'unavailable' or 'not ready' in the text, so the client gets 502 upstream_failed "
-    "instead of a retryable 503 upstream_unavailable",
-)
 async def test_a_model_that_is_not_ready_is_a_503(
     http: httpx.AsyncClient, fake: FakeTriton
 ) -> None:
