@@ -90,13 +90,15 @@ class SingleFlight(Generic[V]):
     """At most one running task per key; every concurrent caller awaits that one task.
 
     The task is shielded: one caller going away (a client disconnect cancels its request)
-    must not cancel the work the others wait on. A failure reaches each caller as its own
-    copy of the error, so a caller may annotate its copy (``image 2 of 3: ...``) without
+    must not cancel the work the others wait on; when the last caller goes away, nobody
+    wants the result any more and the work is cancelled. A failure reaches each caller as its
+    own copy of the error, so a caller may annotate its copy (``image 2 of 3: ...``) without
     changing what the others see.
     """
 
     def __init__(self) -> None:
         self._inflight: dict[str, asyncio.Task[V]] = {}
+        self._callers: dict[asyncio.Task[V], int] = {}
 
     def __len__(self) -> int:
         return len(self._inflight)
@@ -108,10 +110,19 @@ class SingleFlight(Generic[V]):
             task = asyncio.ensure_future(work())
             self._inflight[key] = task
             task.add_done_callback(lambda done: self._forget(key, done))
+        self._callers[task] = self._callers.get(task, 0) + 1
         try:
             return await asyncio.shield(task)
         except GatewayError as exc:
             raise copy.copy(exc) from exc
+        finally:
+            left = self._callers[task] - 1
+            if left:
+                self._callers[task] = left
+            else:
+                del self._callers[task]
+                if not task.done():
+                    task.cancel()  # the last caller left: nobody waits for this work
 
     def cancel_all(self) -> None:
         """Cancel every running task (shutdown)."""

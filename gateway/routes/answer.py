@@ -1,13 +1,16 @@
 """The last step of every endpoint: the relay's items as one JSON body or as an SSE stream.
 
+The client is watched from the moment the request is read: preparing the request (fetching and
+decoding media, a language guess), waiting in Triton's queue and prefill all happen while a
+disconnect watcher runs, so a client that leaves before its first token cancels that work too.
 Streamed: the first item is pulled before the response starts, so a failure up to the first
 token keeps its status code; the rest goes out through the one SSE writer. Not streamed: the
-whole answer is collected while the client is watched, and its leaving cancels the work.
+whole answer is collected under the same watch.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from fastapi import Request
 from fastapi.responses import Response
@@ -21,29 +24,44 @@ from gateway.streaming.sse import EventFormat, first_item, stream_events
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 CLIENT_CLOSED_REQUEST = 499  # nginx's status for a client that left; nobody reads it
 
+Events = AsyncIterator[str | Outcome]
+
 
 async def answer(
     request: Request,
-    events: AsyncIterator[str | Outcome],
+    begin: Callable[[], Awaitable[Events]],
     stream: EventFormat | None,
     body: Callable[[str, Outcome], Response],
 ) -> Response:
-    """``stream`` given: SSE in that format; otherwise ``body(text, outcome)``."""
-    if stream is not None:
-        first = await first_item(events)
-        return EventStreamResponse(stream_events(first, events, stream), SSE_HEADERS)
+    """``begin()`` prepares the request and returns the relay; ``stream`` given: SSE in that
+    format, otherwise ``body(text, outcome)``."""
     try:
-        text, outcome = await cancel_on_disconnect(request.receive, collect(events))
+        if stream is None:
+            text, outcome = await cancel_on_disconnect(request.receive, _whole(begin))
+            return body(text, outcome)
+        events, first = await cancel_on_disconnect(request.receive, _first(begin))
     except ClientDisconnected:
         return Response(status_code=CLIENT_CLOSED_REQUEST)  # the work was cancelled
-    return body(text, outcome)
+    return EventStreamResponse(stream_events(first, events, stream), SSE_HEADERS)
 
 
-async def collect(events: AsyncIterator[str | Outcome]) -> tuple[str, Outcome]:
-    """The whole answer of a non-streamed request."""
+async def _first(begin: Callable[[], Awaitable[Events]]) -> tuple[Events, str | Outcome]:
+    events = await begin()
+    return events, await first_item(events)
+
+
+async def _whole(begin: Callable[[], Awaitable[Events]]) -> tuple[str, Outcome]:
+    return await collect(await begin())
+
+
+async def collect(events: Events) -> tuple[str, Outcome]:
+    """The whole answer of a non-streamed request (the relay is closed on every path)."""
     texts: list[str] = []
-    async for item in events:
-        if isinstance(item, Outcome):
-            return "".join(texts), item
-        texts.append(item)
+    try:
+        async for item in events:
+            if isinstance(item, Outcome):
+                return "".join(texts), item
+            texts.append(item)
+    finally:
+        await events.aclose()  # type: ignore[attr-defined]
     raise UpstreamFailed("the generation ended without an outcome")

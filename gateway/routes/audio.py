@@ -17,7 +17,7 @@ from gateway.pipeline.transcribe import (
     prepare_transcription,
 )
 from gateway.protocol.audio import UNSUPPORTED_FIELDS, TranscriptionRequest
-from gateway.routes.answer import answer
+from gateway.routes.answer import Events, answer
 from gateway.routes.form import read_form
 from gateway.streaming import transcript as formats
 
@@ -86,8 +86,11 @@ async def _serve(request: Request, task: Task) -> Response:
     if not form.file:
         raise MediaDecodeError("The audio is empty (0 bytes).", param="file")
     record.media_items = 1
-    prepared = await prepare_transcription(served, job, form.file, runtime, body.stream)
-    events = relay(prepared, request.state.request_id, record)
+    upload = form.file
+
+    async def begin() -> Events:
+        prepared = await prepare_transcription(served, job, upload, runtime, body.stream)
+        return relay(prepared, request.state.request_id, record)
 
     def transcript_body(text: str, outcome: Outcome) -> Response:
         if outcome.transcript is None:
@@ -95,7 +98,7 @@ async def _serve(request: Request, task: Task) -> Response:
         return _response(outcome.transcript, body)
 
     stream = formats.TranscriptEvents() if body.stream else None
-    return await answer(request, events, stream, transcript_body)
+    return await answer(request, begin, stream, transcript_body)
 
 
 def _response(result: Transcript, body: TranscriptionRequest) -> Response:

@@ -10,7 +10,7 @@ from gateway.observability.record import record_of
 from gateway.pipeline.chat import prepare_chat
 from gateway.pipeline.relay import relay
 from gateway.protocol.chat import ChatCompletionRequest
-from gateway.routes.answer import answer
+from gateway.routes.answer import Events, answer
 from gateway.routes.body import parse_body
 from gateway.streaming.chunks import ChunkWriter, completion_body, new_completion_id
 
@@ -24,10 +24,13 @@ async def chat_completions(request: Request) -> Response:
     body = await parse_body(request, ChatCompletionRequest, runtime.settings.server.max_body_bytes)
     record.set_model(body.model, body.model in runtime.models)
     record.stream = body.stream
-    prepared = await prepare_chat(body, runtime)
-    record.media_items = prepared.media_items
     completion_id = new_completion_id()
-    events = relay(prepared, request.state.request_id, record)
+
+    async def begin() -> Events:
+        prepared = await prepare_chat(body, runtime)
+        record.media_items = prepared.media_items
+        return relay(prepared, request.state.request_id, record)
+
     writer = ChunkWriter(completion_id, body.model, include_usage=body.include_usage)
 
     def json_body(text: str, outcome: Outcome) -> Response:
@@ -35,4 +38,4 @@ async def chat_completions(request: Request) -> Response:
             completion_body(completion_id, body.model, text, outcome.finish_reason, outcome.usage)
         )
 
-    return await answer(request, events, writer if body.stream else None, json_body)
+    return await answer(request, begin, writer if body.stream else None, json_body)

@@ -2,7 +2,7 @@
 
 It stands in for what cannot run in a unit test, the TensorRT-LLM engine behind ``tritonserver``,
 and implements the gateway's ``TritonBackend`` Protocol (``gateway/triton/backend.py``) with the
-same four calls as ``TritonClient``. It speaks two contracts of ``shared/docs/triton-contract.md``:
+same four calls as ``TritonClient``. It speaks two contracts of ``docs/triton-contract.md``:
 
 - the TensorRT-LLM multimodal ``ensemble`` contract of triton-contract.md section 2 (inputs
   ``text_input``, ``max_tokens``, ``image_input`` FP16 or ``image_bytes_input`` UINT8,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -32,13 +33,6 @@ async def test_leaving_mid_stream_cancels_the_triton_request(
     assert "[DONE]" not in call.text and fake.script.tokens[1] in call.text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the chat route awaits the first token (first_item) before it builds the "
-    "EventStreamResponse that watches for http.disconnect, so a client that leaves a stream "
-    "before its first token (long prefill, a full Triton queue) is not noticed: the Triton "
-    "request runs on, and the in-flight slot stays taken, until a first token arrives",
-)
 async def test_leaving_a_stream_before_its_first_token_cancels_the_triton_request(
     gateway: FakeGateway, fake: FakeTriton
 ) -> None:
@@ -153,3 +147,57 @@ async def test_the_cap_counts_whole_streams(guarded: FakeGateway, fake: FakeTrit
     fake.script.hang_after = None
     async with http_client(guarded.app, headers=auth) as http:
         assert (await http.post(URL, json=chat())).status_code == 200
+
+
+@pytest.fixture
+async def silent_media_server() -> AsyncIterator[tuple[str, list[asyncio.Event]]]:
+    """A loopback HTTP server that reads the request and never answers; each connection's
+    event is set when the gateway hangs up."""
+    connections: list[asyncio.Event] = []
+    writers: list[asyncio.StreamWriter] = []
+
+    async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        hung_up = asyncio.Event()
+        connections.append(hung_up)
+        writers.append(writer)
+        await reader.readuntil(b"\r\n\r\n")
+        await reader.read()  # b"" once the gateway closes its side
+        hung_up.set()
+
+    server = await asyncio.start_server(hold, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}/slow.png", connections
+    finally:
+        for writer in writers:
+            writer.close()
+        server.close()
+        await server.wait_closed()
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "json"])
+async def test_leaving_while_media_is_fetched_cancels_the_fetch(
+    gateways: Gateways,
+    fake: FakeTriton,
+    silent_media_server: tuple[str, list[asyncio.Event]],
+    stream: bool,
+) -> None:
+    """The client is watched from arrival: a fetch that hangs is abandoned when it leaves, and
+    nothing reaches Triton."""
+    gateway = await gateways.get("loopback")
+    url, connections = silent_media_server
+    body = chat(stream=stream, content=[
+        {"type": "text", "text": "what is this?"},
+        {"type": "image_url", "image_url": {"url": url}},
+    ])  # fmt: skip
+    call = AsgiCall(gateway.app, URL, body, {"X-Request-Id": f"fetching-{stream}"})
+    task = asyncio.create_task(call.run())
+    for _ in range(200):  # the gateway has connected to the media server
+        if connections:
+            break
+        await asyncio.sleep(0.01)
+    assert connections, "the gateway never fetched the image"
+    call.disconnect()
+    await asyncio.wait_for(task, 2.0)  # the handler ended: nothing waits on the fetch
+    assert call.status == 499 and not fake.requests
+    await asyncio.wait_for(connections[0].wait(), 2.0)  # the fetch itself was abandoned
