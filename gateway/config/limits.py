@@ -129,6 +129,12 @@ class GenerationSettings(Strict):
     """``[generation]``: what one request may ask the model for."""
 
     max_tokens: int = Field(4096, ge=1, description="the largest max_tokens a request may ask")
+    max_prompt_chars: int = Field(
+        1 << 20,
+        ge=1,
+        description="the longest prompt text, in characters, sent to Triton for tokenising; "
+        "a served model's max_input_tokens may bound it further",
+    )
 
 
 # The settings that lived in one [limits] table before they were grouped by concern: an old

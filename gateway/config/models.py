@@ -36,6 +36,12 @@ class ServedModel(Strict):
     triton_url: str | None = Field(None, description="host:port of Triton's gRPC; None = embedded")
     max_images: int | None = Field(None, ge=0, description="engine's max images per request")
     default_max_tokens: int = Field(DEFAULT_MAX_TOKENS, ge=1)
+    max_input_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="the engine's max_input_len: a prompt longer than 32 characters per token "
+        "allowed cannot fit, and is refused before Triton tokenises it",
+    )
     kv_tokens_per_block: int | None = Field(
         None, ge=1, description="TRT-LLM tokens_per_block; read from the model config if unset"
     )

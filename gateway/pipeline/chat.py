@@ -47,6 +47,24 @@ def refuse_unsupported(request: ChatCompletionRequest) -> None:
         )
 
 
+# No tokenizer in use covers more than this many characters with one token, so a prompt longer
+# than this many characters per allowed token cannot fit whatever the tokenizer.
+CHARS_PER_TOKEN_BOUND = 32
+
+
+def check_prompt_size(text: str, served: ServedRuntime, max_chars: int) -> None:
+    """Refuse a prompt that cannot fit before Triton spends seconds tokenising it."""
+    if served.config.max_input_tokens is not None:
+        max_chars = min(max_chars, served.config.max_input_tokens * CHARS_PER_TOKEN_BOUND)
+    if len(text) > max_chars:
+        raise InvalidRequest(
+            f"the prompt is {len(text)} characters long; model '{served.config.id}' accepts "
+            f"at most {max_chars}",
+            param="messages",
+            code="context_length_exceeded",
+        )
+
+
 def max_tokens(requested: int | None, param: str, served: ServedRuntime, cap: int) -> int:
     """The request's max_tokens within the server's cap; the model's default when absent."""
     if requested is not None and requested > cap:
@@ -74,6 +92,7 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> Prep
     family.check_text(parsed.conversation)
     family.check_conversation(parsed.conversation)
     text_input = family.render(parsed.conversation)
+    check_prompt_size(text_input, served, runtime.settings.generation.max_prompt_chars)
     contract = await served.get_contract()
     media_started = time.perf_counter()
     media = await prepare_media(parsed.media, served, runtime, request.media_io_kwargs)

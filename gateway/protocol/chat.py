@@ -1,5 +1,9 @@
 """OpenAI chat-completions wire types (request side). No I/O and no logic beyond validation.
 
+Types are strict, as OpenAI's API is: ``"max_tokens": true`` or ``"stream": "yes"`` is a 400,
+not 1 and True (an integer is still a valid float). Strings a response may echo back (the
+model id) and strings that cost work per token (stop sequences) are bounded.
+
 Responses and stream chunks are built as plain dicts in ``streaming/chunks.py``: a pydantic
 model per token would cost more than the rest of the relay.
 """
@@ -11,10 +15,12 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 MAX_STOP_SEQUENCES = 16
+MAX_STOP_LENGTH = 1024  # characters; the stop matcher holds back up to this much text
+MAX_MODEL_ID_LENGTH = 256
 
 
 class _Part(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
 
 class TextPart(_Part):
@@ -75,7 +81,7 @@ class ChatMessage(_Part):
 class VideoIOKwargs(BaseModel):
     """How to sample a request's video (vLLM's ``media_io_kwargs.video``)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     num_frames: int | None = Field(None, ge=1)
     fps: float | None = Field(None, gt=0)
@@ -84,7 +90,7 @@ class VideoIOKwargs(BaseModel):
 class MediaIOKwargs(BaseModel):
     """Per-request media loading options, named as vLLM names them; unknown keys are refused."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     video: VideoIOKwargs | None = None
 
@@ -104,9 +110,9 @@ class ChatCompletionRequest(BaseModel):
     cannot honour are refused by the pipeline with a 400 rather than silently dropped.
     """
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
-    model: str = Field(min_length=1)
+    model: str = Field(min_length=1, max_length=MAX_MODEL_ID_LENGTH)
     messages: list[ChatMessage] = Field(min_length=1)
     max_tokens: int | None = Field(None, ge=1)
     max_completion_tokens: int | None = Field(None, ge=1)
@@ -147,6 +153,8 @@ class ChatCompletionRequest(BaseModel):
             raise ValueError(f"at most {MAX_STOP_SEQUENCES} stop sequences are allowed")
         if any(not s for s in stops):
             raise ValueError("stop sequences must not be empty")
+        if any(len(s) > MAX_STOP_LENGTH for s in stops):
+            raise ValueError(f"a stop sequence may have at most {MAX_STOP_LENGTH} characters")
         return stops
 
     @property

@@ -210,3 +210,22 @@ async def test_a_body_under_the_cap_is_served(guarded: httpx.AsyncClient, fake: 
     response = await guarded.post(URL, json=chat("x" * (BODY_CAP // 2), max_tokens=1))
     assert response.status_code == 200
     fake.requests.clear()  # it did reach Triton, as it should
+
+
+async def test_caps_on_what_costs_work_or_is_echoed(
+    http: httpx.AsyncClient, fake: FakeTriton
+) -> None:
+    """A megabyte of stop string, a prompt no engine can take, a huge model id, a boolean
+    where an integer goes: each a 400 before Triton sees anything."""
+    long_stop = await http.post(URL, json=chat(stop=["x" * 1_000_000]))
+    assert_openai_error(long_stop, 400, "invalid_request")
+    assert len(long_stop.content) < 2048
+    prompt = await http.post(URL, json=chat("word " * 300_000))  # 1.5 M characters
+    error = assert_openai_error(prompt, 400, "context_length_exceeded")
+    assert error["param"] == "messages"
+    model = await http.post(URL, json=chat(model="m" * 1_000_000))
+    assert_openai_error(model, 400, "invalid_request")
+    assert len(model.content) < 2048  # the value is not echoed back
+    for field, value in (("max_tokens", True), ("stream", "yes"), ("n", 1.5), ("seed", "7")):
+        error = assert_openai_error(await http.post(URL, json=chat(**{field: value})), 400)
+        assert error["param"] == field, (field, error)
