@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 
 def _error_response(error: GatewayError) -> JSONResponse:
-    return JSONResponse(error.to_body(), status_code=error.status_code)
+    return JSONResponse(error.to_body(), status_code=error.status_code, headers=dict(error.headers))
 
 
 async def _gateway_error(request: Request, exc: Exception) -> JSONResponse:
@@ -70,6 +70,8 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = runtime is None
         app.state.runtime = runtime or await build_runtime(settings, gateway_metrics)
+        if owned:
+            app.state.runtime.start_watching()
         try:
             yield
         finally:

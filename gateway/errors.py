@@ -25,13 +25,17 @@ The tree:
     │   ├── AuthenticationError       401 missing or wrong API key
     │   └── RateLimited               429 too many requests in flight
     └── UpstreamError                 503 Triton is not serving
-        ├── UpstreamUnavailable       503 Triton is down, restarting or not ready
+        ├── UpstreamUnavailable       503 Triton is down, restarting or not ready (Retry-After)
+        ├── UpstreamTimeout           504 Triton went silent: no token within the idle
+        │                                 timeout, or the request ran past its deadline
         └── UpstreamFailed            502 Triton answered with an error mid-request
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, ClassVar
 
 
 class GatewayError(Exception):
@@ -40,6 +44,8 @@ class GatewayError(Exception):
     status_code: int = 500
     error_type: str = "server_error"
     default_code: str = "internal_error"
+    # Response headers the error calls for (a 429's or 503's Retry-After).
+    headers: ClassVar[Mapping[str, str]] = MappingProxyType({})
 
     def __init__(self, message: str, *, param: str | None = None, code: str | None = None):
         super().__init__(message)
@@ -159,6 +165,14 @@ class UpstreamUnavailable(UpstreamError):
     """Triton is down, restarting, or the model is not ready."""
 
     default_code = "upstream_unavailable"
+    headers: ClassVar[Mapping[str, str]] = MappingProxyType({"Retry-After": "1"})
+
+
+class UpstreamTimeout(UpstreamError):
+    """Triton accepted the request and then went silent for too long."""
+
+    status_code = 504
+    default_code = "upstream_timeout"
 
 
 class UpstreamFailed(UpstreamError):

@@ -25,6 +25,7 @@ from gateway.triton.client import TritonClient
 from gateway.triton.contract import ModelContract
 from gateway.triton.embedded import EmbeddedTriton
 from gateway.triton.lora import LoraLedger
+from gateway.triton.readiness import ReadinessWatch
 
 log = logging.getLogger(__name__)
 
@@ -69,18 +70,33 @@ class Runtime:
     embedded: EmbeddedTriton | None = None
     # The app's metrics; the media plane reports through its hooks (``media_fetched``...).
     metrics: GatewayMetrics = field(default_factory=GatewayMetrics)
+    readiness: ReadinessWatch = field(init=False)
 
     def __post_init__(self) -> None:
         self.metrics.watch_collisions(lambda: self.extra_ids.collisions)
+        self.readiness = ReadinessWatch(
+            {url: (client, self._triton_models(url)) for url, client in self.clients.items()}
+        )
+
+    def _triton_models(self, url: str) -> list[str]:
+        names = {m.config.triton_model for m in self.models.values() if m.client.url == url}
+        return sorted(names)
 
     def model(self, model_id: str) -> ServedRuntime:
+        """The served model; 404 when there is none, 503 at once while its Triton is down."""
         try:
-            return self.models[model_id]
+            served = self.models[model_id]
         except KeyError:
             raise ModelNotFound(
                 f"The model '{model_id}' does not exist or is not served here; see GET /v1/models",
                 param="model",
             ) from None
+        self.readiness.require(served.client.url)
+        return served
+
+    def start_watching(self) -> None:
+        """Probe every Triton's readiness in the background (the app's lifespan calls it)."""
+        self.readiness.start(self.settings.upstream.ready_check_interval_s)
 
     async def ready(self) -> bool:
         """True when every Triton answers ready and has its served models loaded."""
@@ -91,6 +107,7 @@ class Runtime:
         return all(await asyncio.gather(*checks))
 
     async def aclose(self) -> None:
+        await self.readiness.stop()
         await self.fetcher.aclose()
         await self.offload.aclose()
         for client in self.clients.values():
@@ -112,7 +129,7 @@ def embedded_environment(settings: Settings) -> dict[str, str]:
 async def build_runtime(
     settings: Settings,
     metrics: GatewayMetrics | None = None,
-    connect: Callable[[str], TritonBackend] = TritonClient,
+    connect: Callable[[str], TritonBackend] | None = None,
 ) -> Runtime:
     """Launch the embedded Triton if needed, connect, and read every model's contract.
 
@@ -130,6 +147,8 @@ async def build_runtime(
         )
         await embedded.start()
     clients: dict[str, TritonBackend] = {}
+    keepalive_s = settings.upstream.keepalive_s
+    connect = connect or (lambda url: TritonClient(url, keepalive_s))
     models: dict[str, ServedRuntime] = {}
     ledgers: dict[tuple[str, str], LoraLedger] = {}
     for served in settings.models:

@@ -9,6 +9,7 @@ from gateway.config.limits import (
     GenerationSettings,
     ImageSettings,
     MediaSettings,
+    UpstreamSettings,
     VideoSettings,
 )
 from gateway.config.models import (
@@ -51,6 +52,7 @@ __all__ = [
     "ServedModel",
     "ServerSettings",
     "Settings",
+    "UpstreamSettings",
     "VideoSettings",
     "WhisperOptions",
     "default_models",

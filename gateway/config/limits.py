@@ -125,6 +125,32 @@ class DecodeSettings(Strict):
         return OffloadLimits(self.workers, self.timeout_s, self.memory_mb or None)
 
 
+class UpstreamSettings(Strict):
+    """``[upstream]``: how long the gateway waits on Triton, and how it notices a dead one.
+
+    A stream that goes silent past a timeout ends with an ``upstream_timeout`` error (an error
+    event and ``[DONE]`` once streaming; a 504 before). While a Triton does not answer its
+    readiness probe, new requests for its models get 503 at once instead of queueing.
+    """
+
+    first_token_timeout_s: float = Field(
+        120.0, gt=0, description="arrival at Triton to the first token: queueing and prefill"
+    )
+    token_timeout_s: float = Field(30.0, gt=0, description="the longest gap between tokens")
+    request_timeout_s: float = Field(900.0, gt=0, description="a whole request, stream included")
+    keepalive_s: float = Field(
+        0.0,
+        ge=0,
+        description="gRPC keepalive ping interval (0: off); a ping unanswered for as long again "
+        "closes the connection. Keep it at or above the Triton server's "
+        "--grpc-http2-min-recv-ping-interval-without-data-ms (300 s by default), or Triton "
+        "answers pings during a long prefill with GOAWAY",
+    )
+    ready_check_interval_s: float = Field(
+        1.0, gt=0, description="how often each Triton's readiness is probed"
+    )
+
+
 class GenerationSettings(Strict):
     """``[generation]``: what one request may ask the model for."""
 

@@ -26,6 +26,7 @@ from gateway.config.limits import (
     GenerationSettings,
     MediaSettings,
     Strict,
+    UpstreamSettings,
     move_legacy_limits,
 )
 from gateway.config.models import ServedModel, default_models
@@ -94,6 +95,7 @@ class Settings(BaseSettings):
     fetch: FetchSettings = Field(default_factory=FetchSettings)
     decode: DecodeSettings = Field(default_factory=DecodeSettings)
     generation: GenerationSettings = Field(default_factory=GenerationSettings)
+    upstream: UpstreamSettings = Field(default_factory=UpstreamSettings)
     # Read only to move an old single [limits] table (or MMGW_LIMITS__* variables) into the
     # sections above; always empty once loaded.
     limits: dict[str, Any] | None = Field(None, exclude=True, deprecated=True)

@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from gateway.errors import UpstreamTimeout
 from gateway.families.calls import GenerationRequest, NamedCall, OutputReader, Plan
 from gateway.observability.record import RequestRecord
+from gateway.pipeline._watchdog import SilenceWatch, as_timeout
 from gateway.streaming.text import CumulativeToDelta, StrippedDeltas
 from gateway.triton.responses import output_array, text_response
 from gateway.triton.tensors import named_inputs
@@ -31,8 +33,15 @@ _END = object()
 class Run:
     """One request's calls in flight, and what they have produced so far."""
 
-    def __init__(self, prepared: Prepared, request_id: str, record: RequestRecord) -> None:
+    def __init__(
+        self,
+        prepared: Prepared,
+        request_id: str,
+        record: RequestRecord,
+        watch: SilenceWatch | None = None,
+    ) -> None:
         self.prepared = prepared
+        self.watch = watch
         self.plan: Plan = prepared.plan
         self.request_id = request_id
         self.record = record
@@ -51,14 +60,26 @@ class Run:
             return self._text_call(first)
         return self._named_pieces()
 
+    def _silence(self) -> UpstreamTimeout | None:
+        return as_timeout(self.watch)
+
     async def _named_pieces(self) -> AsyncGenerator[str, None]:
-        if self.plan.probe_then is not None:
-            probe = self.plan.calls[0]
-            assert isinstance(probe, NamedCall)
-            value = await self._probe(probe)
-            self.plan = await asyncio.to_thread(self.plan.probe_then, value)
-        async for piece in self._named_calls():
-            yield piece
+        try:
+            if self.plan.probe_then is not None:
+                probe = self.plan.calls[0]
+                assert isinstance(probe, NamedCall)
+                value = await self._probe(probe)
+                self.plan = await asyncio.to_thread(self.plan.probe_then, value)
+            async with contextlib.aclosing(self._named_calls()) as pieces:
+                async for piece in pieces:
+                    yield piece
+                    if self.watch is not None:
+                        self.watch.reading()
+        except asyncio.CancelledError:
+            timeout = self._silence()
+            if timeout is None:
+                raise
+            raise timeout from None
 
     async def _text_call(self, call: GenerationRequest) -> AsyncGenerator[str, None]:
         served, lora = self.prepared.served, self.prepared.lora
@@ -67,18 +88,28 @@ class Run:
             served.config.triton_model, self.prepared.inputs, self.request_id
         )
         self._streams.append(stream)
-        counters, record = self.counters, self.record
-        async for raw in stream:
-            if lora is not None and lora.weights is not None:
-                served.lora.delivered_ok(lora.task_id)  # the server has the adapter now
-            response = text_response(raw)
-            counters.update(response.counters)
-            if response.has_output and not response.final:
-                self.tokens += 1
-                record.on_token()
-            text = to_delta(response.text) if to_delta else response.text
-            if text:
-                yield text
+        counters, record, watch = self.counters, self.record, self.watch
+        try:
+            async for raw in stream:
+                if lora is not None and lora.weights is not None:
+                    served.lora.delivered_ok(lora.task_id)  # the server has the adapter now
+                response = text_response(raw)
+                counters.update(response.counters)
+                if response.has_output and not response.final:
+                    self.tokens += 1
+                    record.on_token()
+                    if watch is not None:
+                        watch.token()
+                text = to_delta(response.text) if to_delta else response.text
+                if text:
+                    yield text
+                    if watch is not None:
+                        watch.reading()
+        except asyncio.CancelledError:
+            timeout = self._silence()
+            if timeout is None:
+                raise
+            raise timeout from None
 
     def _open(self, call: NamedCall) -> AsyncIterator[Any]:
         served = self.prepared.served
@@ -95,7 +126,7 @@ class Run:
             reader.feed(_outputs(raw, call.outputs))
         return reader.close()
 
-    async def _named_calls(self) -> AsyncIterator[str]:
+    async def _named_calls(self) -> AsyncGenerator[str, None]:
         calls = [c for c in self.plan.calls if isinstance(c, NamedCall)]
         readers = [call.reader() for call in calls]
         queues: list[asyncio.Queue[Any]] = [asyncio.Queue() for _ in calls]
@@ -115,6 +146,8 @@ class Run:
                 piece, tokens = item
                 self.tokens += tokens
                 self.record.on_token()
+                if self.watch is not None:
+                    self.watch.token()
                 if deltas is not None:
                     piece = deltas.feed(piece)
                 if piece:
@@ -165,8 +198,10 @@ class Run:
             await stream.aclose()  # type: ignore[attr-defined]
 
 
-def run(prepared: Prepared, request_id: str, record: RequestRecord) -> Run:
-    return Run(prepared, request_id, record)
+def run(
+    prepared: Prepared, request_id: str, record: RequestRecord, watch: SilenceWatch | None
+) -> Run:
+    return Run(prepared, request_id, record, watch)
 
 
 def _outputs(raw: Any, names: tuple[str, ...]) -> Mapping[str, np.ndarray]:

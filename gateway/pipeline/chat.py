@@ -13,6 +13,7 @@ import time
 
 from gateway.errors import InvalidRequest
 from gateway.families.calls import GenerationRequest, Sampling
+from gateway.pipeline._watchdog import Timeouts
 from gateway.pipeline.conversation import parse_messages
 from gateway.pipeline.lora import LoraChoice, lora_choice
 from gateway.pipeline.media import PreparedMedia, prepare_media
@@ -105,7 +106,8 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> Prep
     draft = _draft(request, served, runtime, contract.decoupled, text_input, media, stops, lora)
     audio = media.samples if media is not None else None
     plan = await family_plan(served, draft, audio)
-    return prepared(served, contract, plan, stops, len(parsed.media), lora)
+    timeouts = Timeouts.of(runtime.settings.upstream)
+    return prepared(served, contract, plan, stops, len(parsed.media), lora, timeouts)
 
 
 def _draft(

@@ -22,6 +22,7 @@ from gateway.families.base import SpeechOptions
 from gateway.families.calls import FinishReason, GenerationRequest, Outcome, Plan
 from gateway.observability.record import RequestRecord
 from gateway.pipeline import _calls
+from gateway.pipeline._watchdog import SilenceWatch, Timeouts
 from gateway.pipeline.lora import LoraChoice
 from gateway.protocol.common import UsageCounts
 from gateway.runtime import ServedRuntime
@@ -42,6 +43,7 @@ class Prepared:
     lora: LoraChoice | None = None
     # The tensors of a text-contract plan, built while the request could still get a 400.
     inputs: Sequence[Any] = field(default_factory=tuple)
+    timeouts: Timeouts | None = None  # None: wait on Triton for as long as it takes
 
 
 def prepared(
@@ -51,12 +53,13 @@ def prepared(
     stops: tuple[str, ...] = (),
     media_items: int = 0,
     lora: LoraChoice | None = None,
+    timeouts: Timeouts | None = None,
 ) -> Prepared:
     """The last step before the first byte: the text call's tensors, built while a problem
     with them (an image tensor the deployment cannot take) can still be a 400."""
     first = plan.calls[0]
     inputs = build_inputs(first, contract) if isinstance(first, GenerationRequest) else ()
-    return Prepared(served, contract, plan, stops, media_items, lora, inputs)
+    return Prepared(served, contract, plan, stops, media_items, lora, inputs, timeouts)
 
 
 async def family_plan(
@@ -77,9 +80,12 @@ async def relay(
     """Text deltas as Triton produces them, then one ``Outcome``."""
     record = record or RequestRecord(request_id, "", "")
     stop = StopMatcher(prepared.stops)
-    run = _calls.run(prepared, request_id, record)
+    watch = SilenceWatch(prepared.timeouts) if prepared.timeouts is not None else None
+    run = _calls.run(prepared, request_id, record, watch)
     pieces = run.pieces()  # an async generator: closed below, which closes its Triton call
     finished = False
+    if watch is not None:
+        watch.start()
     try:
         async for piece in pieces:
             emitted = stop.feed(piece)
@@ -104,6 +110,8 @@ async def relay(
         record.cancelled = not finished  # closed after the outcome is the normal end
         raise
     finally:
+        if watch is not None:
+            watch.stop()
         await pieces.aclose()
         await run.aclose()  # a no-op once closed; cancels the Triton requests otherwise
 

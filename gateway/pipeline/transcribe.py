@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from gateway.families.base import SpeechOptions
 from gateway.families.calls import GenerationRequest, Sampling
+from gateway.pipeline._watchdog import Timeouts
 from gateway.pipeline.media import decode_upload
 from gateway.pipeline.relay import Prepared, family_plan, prepared
 from gateway.runtime import Runtime, ServedRuntime
@@ -47,4 +48,5 @@ async def prepare_transcription(
         sampling=job.sampling,
     )
     plan = await family_plan(served, draft, samples, job.speech)
-    return prepared(served, contract, plan, media_items=1)
+    timeouts = Timeouts.of(runtime.settings.upstream)
+    return prepared(served, contract, plan, media_items=1, timeouts=timeouts)

@@ -70,10 +70,18 @@ def translate_error(exc: BaseException) -> GatewayError:
 class TritonClient:
     """One gRPC channel to one Triton, shared by every request to it."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, keepalive_s: float = 0.0) -> None:
         self.url = url
         self._client = grpcclient.InferenceServerClient(url)
-        self._channel = grpc.aio.insecure_channel(url, options=_CHANNEL_OPTIONS)
+        options = list(_CHANNEL_OPTIONS)
+        if keepalive_s > 0:  # a ping every keepalive_s; unanswered as long again: reconnect
+            milliseconds = int(keepalive_s * 1000)
+            options += [
+                ("grpc.keepalive_time_ms", milliseconds),
+                ("grpc.keepalive_timeout_ms", milliseconds),
+                ("grpc.http2.max_pings_without_data", 0),
+            ]
+        self._channel = grpc.aio.insecure_channel(url, options=options)
         # Triton's ModelStreamInfer is bidirectional, but a request here is one message then
         # a half-close: called as unary-stream, grpc sends metadata, message and close in
         # one batch instead of three round trips through its completion queue. On the wire

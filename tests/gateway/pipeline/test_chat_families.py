@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import io
 from collections.abc import AsyncIterator
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -42,7 +43,8 @@ def served(family: str, **options: object) -> ServedRuntime:
         id=family, family=family, triton_model="ensemble", triton_url="x:1", **options
     )  # type: ignore[arg-type]
     contract = ensemble(("image_sizes_input", "TYPE_INT64", [-1, 2]))
-    return ServedRuntime(config, get_family(family), client=None, contract=contract)  # type: ignore[arg-type]
+    client = SimpleNamespace(url="fake:1")  # never called: these requests end before Triton
+    return ServedRuntime(config, get_family(family), client=client, contract=contract)  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,10 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "media": {"video": {"max_frames": 30}, "audio": {"max_duration_s": 1}},
         "decode": {"timeout_s": 0.25},
     },
+    # Short upstream timeouts, for a Triton that goes silent.
+    "impatient": {
+        "upstream": {"first_token_timeout_s": 0.4, "token_timeout_s": 0.4, "request_timeout_s": 3}
+    },
     # An API key, one request in flight, a small body cap.
     "guarded": {
         "api_keys": (API_KEY,),
