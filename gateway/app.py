@@ -16,6 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gateway.auth import ApiKeyMiddleware
 from gateway.config import Settings
+from gateway.drain import Drain, DrainMiddleware
 from gateway.errors import GatewayError, InvalidRequest
 from gateway.observability.access import AccessMiddleware
 from gateway.observability.metrics import GatewayMetrics
@@ -91,13 +92,16 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(Exception, _unexpected_error)
-    # Added innermost first: request id -> access log and metrics -> API key -> in-flight cap.
+    # Added innermost first: request id -> access log and metrics -> drain -> API key ->
+    # in-flight cap.
     app.add_middleware(
         InFlightLimitMiddleware,
         limit=settings.server.max_in_flight,
         gauge=gateway_metrics.in_flight,
     )
     app.add_middleware(ApiKeyMiddleware, keys=settings.api_keys)
+    app.state.drain = Drain()  # started by the server on SIGTERM (drain.draining_server)
+    app.add_middleware(DrainMiddleware, drain=app.state.drain)
     observability = settings.observability
     body_bytes = observability.log_body_max_bytes if observability.log_bodies else 0
     app.add_middleware(AccessMiddleware, metrics=gateway_metrics, log_body_bytes=body_bytes)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -83,17 +84,21 @@ def main(argv: list[str] | None = None) -> int:
     import uvicorn
 
     from gateway.app import create_app
+    from gateway.drain import draining_server
 
-    uvicorn.run(
-        create_app(settings),
+    app = create_app(settings)
+    drain_s = settings.server.drain_timeout_s
+    config = uvicorn.Config(
+        app,
         host=settings.server.host,
         port=settings.server.port,
         **fast_server_options(),
         log_level=args.log_level,
         log_config=None,  # configure_logging above owns the handlers: one format for all
         access_log=False,  # the gateway writes its own access line, with timings and sizes
-        timeout_graceful_shutdown=int(settings.server.drain_timeout_s),
+        timeout_graceful_shutdown=math.ceil(drain_s),
     )
+    draining_server(config, app.state.drain, drain_s).run()
     return 0
 
 

@@ -1,0 +1,161 @@
+"""A graceful stop that ends every request well-formed (pure-ASGI middleware).
+
+On SIGTERM the server stops accepting connections and gives the requests in flight until
+``server.drain_timeout_s`` to finish (uvicorn's graceful shutdown). ``Drain.begin`` is called
+at that moment. From then on a new ``/v1/`` request gets ``503 server_shutting_down`` with
+``Retry-After``, and shortly before the server's own deadline every request still running is
+ended here, by cancelling it (which cancels its Triton call) and answering for it:
+
+- a response that has not started: ``503 server_shutting_down`` with ``Retry-After``;
+- an event stream already streaming: an ``error`` event (``server_shutting_down``) and
+  ``[DONE]``, then the end of the body, so clients see why the stream stopped;
+- anything else already started: the end of its body.
+
+Without this, the server's own deadline cancels them mid-body: streams cut with no event, and
+unstarted requests answered with a plain-text 500.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.errors import UpstreamUnavailable
+from gateway.observability.middleware import ASGIApp, Message, Receive, Scope, Send
+from gateway.observability.record import RequestRecord
+
+CUT_MARGIN_S = 1.0  # requests are ended this long before the server's own deadline
+_SSE = b"text/event-stream"
+
+
+class ShuttingDown(UpstreamUnavailable):
+    """The gateway is stopping; the client should retry (elsewhere or shortly)."""
+
+    default_code = "server_shutting_down"
+
+
+@dataclass(eq=False)  # identity: one per request, kept in a set
+class _Call:
+    task: asyncio.Task[Any]
+    started: bool = False
+    event_stream: bool = False
+    finished: bool = False
+    cut: bool = False
+
+
+@dataclass
+class Drain:
+    """Shared by the middleware (which tracks requests) and the server (which starts it)."""
+
+    draining: bool = False
+    calls: set[_Call] = field(default_factory=set)
+    _timer: asyncio.TimerHandle | None = None
+
+    def begin(self, grace_s: float) -> None:
+        """Refuse new requests from now on; end the running ones before ``grace_s`` is up."""
+        if self.draining:
+            return
+        self.draining = True
+        delay = max(0.0, grace_s - CUT_MARGIN_S)
+        self._timer = asyncio.get_running_loop().call_later(delay, self.cut)
+
+    def cut(self) -> None:
+        """End every request still running (each answers for itself as it unwinds)."""
+        for call in list(self.calls):
+            if not call.finished and not call.task.done():
+                call.cut = True
+                call.task.cancel()
+
+
+class DrainMiddleware:
+    def __init__(self, app: ASGIApp, drain: Drain) -> None:
+        self.app = app
+        self.drain = drain
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope.get("path", "").startswith("/v1/"):
+            await self.app(scope, receive, send)
+            return
+        if self.drain.draining:
+            await _refuse(send)
+            return
+        task = asyncio.current_task()
+        assert task is not None
+        call = _Call(task)
+
+        async def tracked(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                call.started = True
+                call.event_stream = _SSE in dict(message.get("headers", [])).get(
+                    b"content-type", b""
+                )
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                call.finished = True
+            await send(message)
+
+        self.drain.calls.add(call)
+        try:
+            await self.app(scope, receive, tracked)
+        except asyncio.CancelledError:
+            if not call.cut:
+                raise
+            _took_back_cancel()
+            _record(scope, call)
+            await _end(call, send)
+        finally:
+            self.drain.calls.discard(call)
+
+
+def _took_back_cancel() -> None:
+    task = asyncio.current_task()
+    uncancel = getattr(task, "uncancel", None)  # Python 3.11+
+    if uncancel is not None:
+        uncancel()
+
+
+def _record(scope: Scope, call: _Call) -> None:
+    record = scope.get("state", {}).get("record")
+    if isinstance(record, RequestRecord):
+        record.cancelled = False  # the server ended it, not the client
+        record.error_code = "server_shutting_down"
+
+
+def _error() -> ShuttingDown:
+    return ShuttingDown("the server is shutting down; retry shortly")
+
+
+async def _refuse(send: Send) -> None:
+    error = _error()
+    headers = [(b"content-type", b"application/json"), (b"retry-after", b"1")]
+    await send({"type": "http.response.start", "status": error.status_code, "headers": headers})
+    await send({"type": "http.response.body", "body": json.dumps(error.to_body()).encode()})
+
+
+async def _end(call: _Call, send: Send) -> None:
+    if not call.started:
+        await _refuse(send)
+        return
+    body = b""
+    if call.event_stream:
+        body = b"data: " + json.dumps(_error().to_body()).encode() + b"\n\ndata: [DONE]\n\n"
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+def draining_server(config: Any, drain: Drain, grace_s: float) -> Any:
+    """A uvicorn ``Server`` that starts ``drain`` when it is told to exit (SIGTERM, SIGINT)."""
+    import uvicorn
+
+    class DrainingServer(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            self._drain_loop = asyncio.get_running_loop()
+            await super().startup(sockets=sockets)
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            loop = getattr(self, "_drain_loop", None)
+            if loop is not None:
+                loop.call_soon_threadsafe(drain.begin, grace_s)
+            super().handle_exit(sig, frame)
+
+    return DrainingServer(config)
