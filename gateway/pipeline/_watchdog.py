@@ -52,6 +52,9 @@ class SilenceWatch:
         """A token arrived (called once per token: keep it cheap)."""
         self._last = self._loop.time()
         self._tokens += 1
+        if self._tokens == 1 and self._handle is not None:  # from now on, the gap limit
+            self._handle.cancel()
+            self._arm(self._due()[0])
 
     def reading(self) -> None:
         """The stream is read by the current task from now on."""
