@@ -23,11 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.errors import UpstreamUnavailable
-from gateway.observability.middleware import ASGIApp, Message, Receive, Scope, Send
+from gateway.observability.middleware import ASGIApp, Receive, Scope, Send
 from gateway.observability.record import RequestRecord
 
 CUT_MARGIN_S = 1.0  # requests are ended this long before the server's own deadline
-_SSE = b"text/event-stream"
 
 
 class ShuttingDown(UpstreamUnavailable):
@@ -39,10 +38,25 @@ class ShuttingDown(UpstreamUnavailable):
 @dataclass(eq=False)  # identity: one per request, kept in a set
 class _Call:
     task: asyncio.Task[Any]
-    started: bool = False
-    event_stream: bool = False
-    finished: bool = False
+    scope: Scope
     cut: bool = False
+
+    @property
+    def record(self) -> RequestRecord | None:
+        record = self.scope.get("state", {}).get("record")
+        return record if isinstance(record, RequestRecord) else None
+
+    @property
+    def started(self) -> bool:
+        """The response has begun (the access record saw its status; no send wrapper here,
+        which would cost every streamed token a call)."""
+        record = self.record
+        return record is not None and record.status != 0
+
+    @property
+    def event_stream(self) -> bool:
+        record = self.record
+        return record is not None and bool(record.stream) and record.status == 200
 
 
 @dataclass
@@ -64,7 +78,7 @@ class Drain:
     def cut(self) -> None:
         """End every request still running (each answers for itself as it unwinds)."""
         for call in list(self.calls):
-            if not call.finished and not call.task.done():
+            if not call.task.done():
                 call.cut = True
                 call.task.cancel()
 
@@ -83,26 +97,15 @@ class DrainMiddleware:
             return
         task = asyncio.current_task()
         assert task is not None
-        call = _Call(task)
-
-        async def tracked(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                call.started = True
-                call.event_stream = _SSE in dict(message.get("headers", [])).get(
-                    b"content-type", b""
-                )
-            elif message["type"] == "http.response.body" and not message.get("more_body"):
-                call.finished = True
-            await send(message)
-
+        call = _Call(task, scope)
         self.drain.calls.add(call)
         try:
-            await self.app(scope, receive, tracked)
+            await self.app(scope, receive, send)
         except asyncio.CancelledError:
             if not call.cut:
                 raise
             _took_back_cancel()
-            _record(scope, call)
+            _record(call)
             await _end(call, send)
         finally:
             self.drain.calls.discard(call)
@@ -115,9 +118,9 @@ def _took_back_cancel() -> None:
         uncancel()
 
 
-def _record(scope: Scope, call: _Call) -> None:
-    record = scope.get("state", {}).get("record")
-    if isinstance(record, RequestRecord):
+def _record(call: _Call) -> None:
+    record = call.record
+    if record is not None:
         record.cancelled = False  # the server ended it, not the client
         record.error_code = "server_shutting_down"
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from asyncio import current_task
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -74,7 +75,7 @@ class Run:
                 async for piece in pieces:
                     yield piece
                     if self.watch is not None:
-                        self.watch.reading()
+                        self.watch.task = current_task()
         except asyncio.CancelledError:
             timeout = self._silence()
             if timeout is None:
@@ -99,12 +100,12 @@ class Run:
                     self.tokens += 1
                     record.on_token()
                     if watch is not None:
-                        watch.token()
+                        watch.tokens += 1
                 text = to_delta(response.text) if to_delta else response.text
                 if text:
                     yield text
                     if watch is not None:
-                        watch.reading()
+                        watch.task = current_task()  # who reads on (another task, maybe)
         except asyncio.CancelledError:
             timeout = self._silence()
             if timeout is None:
@@ -147,7 +148,7 @@ class Run:
                 self.tokens += tokens
                 self.record.on_token()
                 if self.watch is not None:
-                    self.watch.token()
+                    self.watch.tokens += tokens
                 if deltas is not None:
                     piece = deltas.feed(piece)
                 if piece:

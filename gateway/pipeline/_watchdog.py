@@ -1,12 +1,13 @@
 """Ends a relay whose Triton has gone silent, at almost no cost per token.
 
-One timer per request, not one per token: each token only notes the time (and which task is
-reading, since a streamed answer is read by one task up to its first token and by another
-after). When the timer fires it checks how long the stream has been silent; if the first
-token, the gap since the last one or the whole request has run past its limit, it cancels the
-reading task, and the relay turns that cancellation into ``UpstreamTimeout`` (a client's own
-disconnect stays a plain cancellation). A Triton that is hung (stopped, deadlocked) or whose
-connection silently died therefore ends every stream with an error within the limits.
+One timer per request, not one per token: the relay only counts tokens and notes which task
+reads the stream (a streamed answer is read by one task up to its first token and by another
+after), two attribute stores a token. The timer wakes every half gap-limit and compares the
+count with what it saw last time; if the first token, the gap since the last progress or the
+whole request has run past its limit, it cancels the reading task, and the relay turns that
+cancellation into ``UpstreamTimeout`` (a client's own disconnect stays a plain cancellation).
+So a Triton that is hung (stopped, deadlocked) or whose connection silently died ends every
+stream with an error between one and one and a half limits after its last token.
 """
 
 from __future__ import annotations
@@ -26,39 +27,31 @@ class Timeouts:
 
     @classmethod
     def of(cls, upstream: UpstreamSettings) -> Timeouts:
-        return cls(
-            upstream.first_token_timeout_s, upstream.token_timeout_s, upstream.request_timeout_s
-        )
+        limits = upstream
+        return cls(limits.first_token_timeout_s, limits.token_timeout_s, limits.request_timeout_s)
 
 
 class SilenceWatch:
-    """Watches one request's stream from ``start()`` until ``stop()``."""
+    """Watches one request's stream from ``start()`` until ``stop()``.
+
+    The relay does ``watch.tokens += 1`` per token and ``watch.task = current_task()`` after
+    each yield; nothing else runs per token.
+    """
 
     def __init__(self, timeouts: Timeouts) -> None:
         self.timeouts = timeouts
+        self.tokens = 0
+        self.task: asyncio.Task[object] | None = None
         self.fired: str | None = None  # why it cancelled, once it has
         self._loop = asyncio.get_running_loop()
-        self._started = self._last = 0.0
-        self._tokens = 0
-        self._task: asyncio.Task[object] | None = None
+        self._started = self._progress_at = 0.0
+        self._seen = 0
         self._handle: asyncio.TimerHandle | None = None
 
     def start(self) -> None:
-        self._started = self._last = self._loop.time()
-        self._task = asyncio.current_task()
-        self._arm(self._started + min(self.timeouts.first_token_s, self.timeouts.request_s))
-
-    def token(self) -> None:
-        """A token arrived (called once per token: keep it cheap)."""
-        self._last = self._loop.time()
-        self._tokens += 1
-        if self._tokens == 1 and self._handle is not None:  # from now on, the gap limit
-            self._handle.cancel()
-            self._arm(self._due()[0])
-
-    def reading(self) -> None:
-        """The stream is read by the current task from now on."""
-        self._task = asyncio.current_task()
+        self._started = self._progress_at = self._loop.time()
+        self.task = asyncio.current_task()
+        self._arm()
 
     def stop(self) -> None:
         if self._handle is not None:
@@ -68,27 +61,34 @@ class SilenceWatch:
     def timeout_error(self) -> UpstreamTimeout:
         return UpstreamTimeout(f"the inference server {self.fired}; the request was ended")
 
-    def _due(self) -> tuple[float, str]:
+    def _arm(self) -> None:
         limits = self.timeouts
-        if self._tokens == 0:
-            silent = (self._started + limits.first_token_s, "sent no first token in time")
-        else:
-            silent = (self._last + limits.token_s, "went silent between tokens")
-        deadline = (self._started + limits.request_s, "ran past the request deadline")
-        return min(silent, deadline)
+        period = limits.token_s / 2 if self.tokens else limits.first_token_s
+        wake = min(self._loop.time() + period, self._started + limits.request_s)
+        self._handle = self._loop.call_at(wake, self._check)
 
-    def _arm(self, when: float) -> None:
-        self._handle = self._loop.call_at(when, self._check)
+    def _verdict(self, now: float) -> str | None:
+        limits = self.timeouts
+        if now >= self._started + limits.request_s:
+            return "ran past the request deadline"
+        if self.tokens == 0:
+            silent = now >= self._started + limits.first_token_s
+            return "sent no first token in time" if silent else None
+        if now >= self._progress_at + limits.token_s:
+            return "went silent between tokens"
+        return None
 
     def _check(self) -> None:
-        due, why = self._due()
-        if self._loop.time() < due:
-            self._arm(due)
+        now = self._loop.time()
+        if self.tokens != self._seen:
+            self._seen, self._progress_at = self.tokens, now
+        self.fired = self._verdict(now)
+        if self.fired is None:
+            self._arm()
             return
-        self.fired = why
         self._handle = None
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
 
 
 def as_timeout(watch: SilenceWatch | None) -> UpstreamTimeout | None:

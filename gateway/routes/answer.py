@@ -17,7 +17,7 @@ from fastapi.responses import Response
 
 from gateway.errors import UpstreamFailed
 from gateway.families.calls import Outcome
-from gateway.streaming.disconnect import ClientDisconnected, cancel_on_disconnect
+from gateway.streaming.disconnect import ClientDisconnected, DisconnectWatch
 from gateway.streaming.response import EventStreamResponse
 from gateway.streaming.sse import EventFormat, first_item, stream_events
 
@@ -35,14 +35,21 @@ async def answer(
 ) -> Response:
     """``begin()`` prepares the request and returns the relay; ``stream`` given: SSE in that
     format, otherwise ``body(text, outcome)``."""
+    watch = DisconnectWatch(request.receive)
     try:
         if stream is None:
-            text, outcome = await cancel_on_disconnect(request.receive, _whole(begin))
+            text, outcome = await watch.run(_whole(begin))
+            await watch.close()
             return body(text, outcome)
-        events, first = await cancel_on_disconnect(request.receive, _first(begin))
+        events, first = await watch.run(_first(begin))
     except ClientDisconnected:
+        await watch.close()
         return Response(status_code=CLIENT_CLOSED_REQUEST)  # the work was cancelled
-    return EventStreamResponse(stream_events(first, events, stream), SSE_HEADERS)
+    except BaseException:
+        await watch.close()
+        raise
+    frames = stream_events(first, events, stream)
+    return EventStreamResponse(frames, SSE_HEADERS, watch)  # it watches on, then closes it
 
 
 async def _first(begin: Callable[[], Awaitable[Events]]) -> tuple[Events, str | Outcome]:

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Mapping
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from gateway.streaming.disconnect import ClientDisconnected, cancel_on_disconnect
+from gateway.streaming.disconnect import ClientDisconnected, DisconnectWatch
 
 
 class EventStreamResponse(Response):
@@ -23,19 +23,28 @@ class EventStreamResponse(Response):
 
     media_type = "text/event-stream"
 
-    def __init__(self, frames: AsyncIterator[bytes], headers: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        frames: AsyncIterator[bytes],
+        headers: Mapping[str, str],
+        watch: DisconnectWatch | None = None,
+    ) -> None:
         self.frames = frames
         self.status_code = 200
         self.background = None
         self.init_headers(headers)
+        self.watch = watch  # the request's own watch, when it has one already
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        watch = self.watch or DisconnectWatch(receive)
         try:
-            await cancel_on_disconnect(receive, self._stream(send))
+            await watch.run(self._stream(send))
         except ClientDisconnected:
             pass  # the stream was cancelled; its iterator closed the upstream call
         except OSError:
             pass  # the socket failed while writing: the client is gone as well
+        finally:
+            await watch.close()
 
     async def _stream(self, send: Send) -> None:
         frames = self.frames
