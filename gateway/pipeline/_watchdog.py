@@ -63,7 +63,7 @@ class SilenceWatch:
 
     def _arm(self) -> None:
         limits = self.timeouts
-        period = limits.token_s / 2 if self.tokens else limits.first_token_s
+        period = limits.token_s / 2  # the first-token limit is checked on these wake-ups too
         wake = min(self._loop.time() + period, self._started + limits.request_s)
         self._handle = self._loop.call_at(wake, self._check)
 
