@@ -11,6 +11,7 @@ fixture, streaming one word every 50 ms), then the faults an operator meets.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -183,3 +184,41 @@ async def test_sigterm_ends_streams_with_server_shutting_down_and_exits(
         f"\nSIGTERM: 6 streams ended with server_shutting_down + [DONE] after {took:.2f} s; "
         f"exit status {process.returncode}"
     )
+
+
+async def _in_flight(http: httpx.AsyncClient) -> float:
+    metrics = (await http.get("/metrics")).text
+    line = next(x for x in metrics.splitlines() if x.startswith("mmgw_in_flight_requests "))
+    return float(line.split()[1])
+
+
+async def test_a_stream_abandoned_before_its_first_token_is_let_go_at_once(
+    triton: EmbeddedTriton, gateway: tuple[str, subprocess.Popen]
+) -> None:
+    """Triton holds the first token for 3 s (a long queue or prefill); the client leaves after
+    0.5 s: the gateway cancels at once instead of waiting for the token nobody will read."""
+    url, _ = gateway
+    await set_token_interval(triton, 50_000, delay_us=3_000_000)
+    try:
+        async with httpx.AsyncClient(base_url=url, trust_env=False, timeout=30) as http:
+            request = http.build_request(
+                "POST", "/v1/chat/completions", json=_body(), headers=HEADERS
+            )
+            # The response's headers wait for the first token: leave while they do.
+            sending = asyncio.create_task(http.send(request, stream=True))
+            await asyncio.sleep(0.5)
+            assert not sending.done() and await _in_flight(http) == 1
+            sending.cancel()  # the connection is closed
+            left_at = time.monotonic()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sending
+            for _ in range(40):
+                if await _in_flight(http) == 0:
+                    break
+                await asyncio.sleep(0.05)
+            let_go = time.monotonic() - left_at
+            assert await _in_flight(http) == 0
+    finally:
+        await set_token_interval(triton, 50_000)
+    assert let_go < 1.5, let_go
+    print(f"\nabandoned before its first token: the gateway let go after {let_go * 1000:.0f} ms")
