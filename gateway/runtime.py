@@ -91,7 +91,7 @@ class Runtime:
                 f"The model '{model_id}' does not exist or is not served here; see GET /v1/models",
                 param="model",
             ) from None
-        self.readiness.require(served.client.url)
+        self.readiness.require(served.client.url, served.config.triton_model)
         return served
 
     def start_watching(self) -> None:

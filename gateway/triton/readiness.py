@@ -1,10 +1,11 @@
-"""Each Triton's readiness, probed in the background, so new work is refused fast.
+"""Each served Triton model's readiness, probed in the background, so new work is refused fast.
 
 A Triton that is restarting, stopped or hung would otherwise take every new request and hold
-it until a timeout. One task probes every Triton (server ready, and its served models loaded)
-every ``interval_s``, each probe bounded by the interval; until a probe passes again, requests
-for its models get ``503 upstream_unavailable`` with ``Retry-After`` at once. Before the first
-probe, and when no probing runs (tests that build a runtime by hand), a Triton counts as ready.
+it until a timeout. One task probes every Triton model the gateway serves (its server ready
+and the model loaded: one model failing to load leaves the others served) every
+``interval_s``, each probe bounded by the interval; until a probe passes again, requests for
+that model get ``503 upstream_unavailable`` with ``Retry-After`` at once. Before the first
+probe, and when no probing runs (tests that build a runtime by hand), a model counts as ready.
 """
 
 from __future__ import annotations
@@ -25,27 +26,31 @@ class ReadinessWatch:
 
     def __init__(self, backends: Mapping[str, tuple[TritonBackend, Sequence[str]]]) -> None:
         self.backends = backends  # url -> (backend, Triton model names served from it)
-        self.ready: dict[str, bool] = dict.fromkeys(backends, True)
+        self.ready: dict[tuple[str, str], bool] = {
+            (url, model): True for url, (_, models) in backends.items() for model in models
+        }
         self._task: asyncio.Task[None] | None = None
 
-    def require(self, url: str) -> None:
-        """Refuse at once when ``url``'s Triton failed its last probe."""
-        if not self.ready.get(url, True):
+    def require(self, url: str, model: str) -> None:
+        """Refuse at once when the model failed its last probe."""
+        if not self.ready.get((url, model), True):
             raise UpstreamUnavailable("the inference server is not ready; retry shortly")
 
     async def probe(self, timeout_s: float) -> None:
-        """Probe every Triton once (concurrently), each within ``timeout_s``."""
-        urls = list(self.backends)
-        verdicts = await asyncio.gather(*(self._probe_one(url, timeout_s) for url in urls))
-        for url, ready in zip(urls, verdicts, strict=True):
-            if ready != self.ready.get(url):
-                log.warning("Triton at %s is %s", url, "ready again" if ready else "not ready")
-            self.ready[url] = ready
+        """Probe every served model once (concurrently), each within ``timeout_s``."""
+        keys = list(self.ready)
+        verdicts = await asyncio.gather(*(self._probe_one(key, timeout_s) for key in keys))
+        for key, ready in zip(keys, verdicts, strict=True):
+            if ready != self.ready.get(key):
+                state = "ready again" if ready else "not ready"
+                log.warning("Triton model %s at %s is %s", key[1], key[0], state)
+            self.ready[key] = ready
 
-    async def _probe_one(self, url: str, timeout_s: float) -> bool:
-        backend, models = self.backends[url]
+    async def _probe_one(self, key: tuple[str, str], timeout_s: float) -> bool:
+        url, model = key
+        backend, _ = self.backends[url]
         try:
-            return await asyncio.wait_for(backend.is_ready(models), timeout_s)
+            return await asyncio.wait_for(backend.is_ready([model]), timeout_s)
         except (asyncio.TimeoutError, OSError):
             return False
 

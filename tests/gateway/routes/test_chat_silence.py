@@ -116,3 +116,19 @@ async def test_a_probe_that_hangs_counts_as_not_ready(
     monkeypatch.undo()
     await gateway.runtime.readiness.probe(timeout_s=1.0)
     assert all(gateway.runtime.readiness.ready.values())
+
+
+async def test_one_model_failing_its_probe_leaves_the_others_of_its_triton_served(
+    gateways: Gateways, fake: FakeTriton
+) -> None:
+    gateway = await gateways.get("impatient")
+    fake.unready.add("ensemble_onevision")
+    try:
+        await gateway.runtime.readiness.probe(timeout_s=1.0)
+        async with http_client(gateway.app) as http:
+            refused = await http.post(URL, json=chat(model="fake-onevision"))
+            assert_openai_error(refused, 503, "upstream_unavailable")
+            assert (await http.post(URL, json=chat())).status_code == 200
+    finally:
+        fake.unready.discard("ensemble_onevision")
+        await gateway.runtime.readiness.probe(timeout_s=1.0)
