@@ -9,6 +9,7 @@ request's audio clip. Nothing here asks which family it is.
 
 from __future__ import annotations
 
+import secrets
 import time
 
 from gateway.errors import InvalidRequest
@@ -40,6 +41,12 @@ def refuse_unsupported(request: ChatCompletionRequest) -> None:
     for param, (message, refused) in refusals.items():
         if refused:
             raise InvalidRequest(message, param=param, code="unsupported_parameter")
+    if request.stream_options is not None and not request.stream:
+        raise InvalidRequest(
+            "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
+            param="stream_options",
+        )
+    refuse_extensions(request)
     if request.response_format and request.response_format.type != "text":
         raise InvalidRequest(
             "only response_format type 'text' is supported",
@@ -63,6 +70,59 @@ def check_prompt_size(text: str, served: ServedRuntime, max_chars: int) -> None:
             f"at most {max_chars}",
             param="messages",
             code="context_length_exceeded",
+        )
+
+
+# vLLM's request extensions the engine behind this gateway cannot honour: refused when set to
+# anything but their default, so a client written for vLLM is never silently misled.
+VLLM_EXTENSIONS: dict[str, object] = {
+    "use_beam_search": False,
+    "best_of": None,
+    "length_penalty": None,
+    "prompt_logprobs": None,
+    "include_stop_str_in_output": False,
+    "skip_special_tokens": True,
+    "spaces_between_special_tokens": True,
+    "min_p": None,
+    "stop_token_ids": None,
+    "allowed_token_ids": None,
+    "bad_words": None,
+    "truncate_prompt_tokens": None,
+    "echo": False,
+    "add_generation_prompt": True,
+    "continue_final_message": False,
+    "add_special_tokens": False,
+    "chat_template": None,
+    "chat_template_kwargs": None,
+    "mm_processor_kwargs": None,
+    "documents": None,
+    "guided_json": None,
+    "guided_regex": None,
+    "guided_choice": None,
+    "guided_grammar": None,
+    "structured_outputs": None,
+    "priority": None,
+    "return_tokens_as_token_ids": None,
+}
+
+
+def refuse_extensions(request: ChatCompletionRequest) -> None:
+    extra = request.model_extra or {}
+    for name, default in VLLM_EXTENSIONS.items():
+        if name in extra and extra[name] not in (None, default):
+            raise InvalidRequest(
+                f"'{name}' is not supported by this gateway", param=name,
+                code="unsupported_parameter",
+            )  # fmt: skip
+    options = extra.get("stream_options") or {}
+    if request.stream_options is not None:
+        options = request.stream_options.model_extra or {}
+    if options.get("continuous_usage_stats"):
+        raise InvalidRequest(
+            "'stream_options.continuous_usage_stats' is not supported: usage comes with the "
+            "last chunk",
+            param="stream_options.continuous_usage_stats",
+            code="unsupported_parameter",
         )
 
 
@@ -110,6 +170,16 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> Prep
     return prepared(served, contract, plan, stops, len(parsed.media), lora, timeouts)
 
 
+def _seed(request: ChatCompletionRequest) -> int | None:
+    """The request's seed, else a fresh one: TensorRT-LLM seeds every request 0 by default,
+    so two identical sampled requests would otherwise give the same text."""
+    if request.seed is not None:
+        return request.seed
+    if request.temperature == 0:
+        return None  # greedy: the seed changes nothing
+    return secrets.randbits(63)
+
+
 def _draft(
     request: ChatCompletionRequest,
     served: ServedRuntime,
@@ -123,6 +193,8 @@ def _draft(
     """The request's inputs in neutral names; ``build_inputs`` sends what the model declares."""
     family = served.family
     end_id, pad_id = end_ids(served)
+    if request.ignore_eos:
+        end_id = -1  # TensorRT-LLM: never stop at the end-of-sequence token
     param = "max_completion_tokens" if request.max_completion_tokens else "max_tokens"
     images = media.tensor if media is not None and media.samples is None else None
     return GenerationRequest(
@@ -131,7 +203,7 @@ def _draft(
             request.requested_max_tokens, param, served, runtime.settings.generation.max_tokens
         ),
         stream=stream,
-        sampling=Sampling(request.temperature, request.top_p, request.top_k, request.seed),
+        sampling=Sampling(request.temperature, request.top_p, request.top_k, _seed(request)),
         min_tokens=request.min_tokens,
         end_id=end_id,
         pad_id=pad_id,

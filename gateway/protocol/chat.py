@@ -96,6 +96,8 @@ class MediaIOKwargs(BaseModel):
 
 
 class StreamOptions(_Part):
+    model_config = ConfigDict(extra="allow", strict=True)  # vLLM's continuous_usage_stats
+
     include_usage: bool = False
 
 
@@ -110,7 +112,9 @@ class ChatCompletionRequest(BaseModel):
     cannot honour are refused by the pipeline with a 400 rather than silently dropped.
     """
 
-    model_config = ConfigDict(extra="ignore", strict=True)
+    # Unknown fields are kept (not validated) so the pipeline can refuse the vLLM extensions it
+    # cannot honour by name; anything else unknown is ignored, as OpenAI-compatible servers do.
+    model_config = ConfigDict(extra="allow", strict=True)
 
     model: str = Field(min_length=1, max_length=MAX_MODEL_ID_LENGTH)
     messages: list[ChatMessage] = Field(min_length=1)
@@ -124,6 +128,8 @@ class ChatCompletionRequest(BaseModel):
     stream: bool = False
     stream_options: StreamOptions | None = None
     n: int = Field(1, ge=1)
+    # vLLM's sampling extension: never stop at the end-of-sequence token (end_id -1).
+    ignore_eos: bool = False
     presence_penalty: float | None = Field(None, ge=-2.0, le=2.0)
     frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)
     repetition_penalty: float | None = Field(None, gt=0.0)
@@ -142,6 +148,14 @@ class ChatCompletionRequest(BaseModel):
     media_io_kwargs: MediaIOKwargs | None = None
     # Not OpenAI's: the LoRA adapter (a configured task id) for models served with adapters.
     lora_task_id: int | None = Field(None, ge=1, le=2**64 - 1)
+
+    @field_validator("stream", "n", "ignore_eos", mode="before")
+    @classmethod
+    def _null_is_absent(cls, value: object, info: Any) -> object:
+        """OpenAI's schema makes these nullable: ``null`` means the default."""
+        if value is None:
+            return cls.model_fields[info.field_name].default
+        return value
 
     @field_validator("stop")
     @classmethod

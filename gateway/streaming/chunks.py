@@ -52,19 +52,21 @@ class ChunkWriter:
         self._content_prefix = (
             "data: " + head_json + ',"choices":[{"index":0,"delta":{"content":'
         ).encode()
-        self._content_suffix = b'},"logprobs":null,"finish_reason":null}]}\n\n'
+        # With include_usage, every chunk but the last carries "usage": null (OpenAI's rule).
+        usage = b',"usage":null' if include_usage else b""
+        self._content_suffix = b'},"logprobs":null,"finish_reason":null}]' + usage + b"}\n\n"
 
     def _chunk(self, choices: list[dict[str, Any]], **extra: Any) -> bytes:
-        return sse_frame(
-            {
-                "id": self.completion_id,
-                "object": "chat.completion.chunk",
-                "created": self.created,
-                "model": self.model,
-                "choices": choices,
-                **extra,
-            }
-        )
+        chunk = {
+            "id": self.completion_id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": choices,
+        }
+        if self.include_usage:
+            chunk["usage"] = None
+        return sse_frame({**chunk, **extra})
 
     @property
     def start(self) -> bytes:

@@ -128,8 +128,10 @@ async def test_the_event_stream(
             "finish_reason": None,
         }
     ]
-    usage = [c for c in chunks if "usage" in c]
+    usage = [c for c in chunks if c.get("usage") is not None]
     if include_usage:
+        # OpenAI's rule: every chunk carries "usage", null in all but the last.
+        assert all("usage" in c for c in chunks)
         assert chunks[-1] is usage[0] and usage[0]["choices"] == []
         received = fake.requests[0]
         completion = len(fake.script.tokens)
