@@ -34,7 +34,10 @@ async def _gateway_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, GatewayError)
     if exc.status_code >= 500:
         log.warning("request failed: %s", exc.message)
-    return _error_response(exc)
+    response = _error_response(exc)
+    if exc.retry_after_s is not None:
+        response.headers["Retry-After"] = str(exc.retry_after_s)
+    return response
 
 
 # Starlette's own HTTP errors (routing), as OpenAI-style codes.
