@@ -15,13 +15,11 @@ threaded gateway, and not ``multiprocessing``'s spawn, which re-imports the main
 Concurrency is bounded by the number of workers: each runs one item at a time, and callers
 queue for a free one. The budget counts from hand-over to a worker, not the wait before.
 
-A worker's death is the gateway's problem before it is the caller's: a worker found dead in
-the idle queue (killed by an operator, the OOM killer, a stray signal) is replaced and never
-handed out, and an item whose worker dies under it is handed once more to another worker
-(with a budget of its own: each hand-over is bounded, so an item holds a worker for at most
-two budgets). Only when that worker dies too does the item fail, with ``MediaWorkerFailed``
-(503, retryable), never as the caller's bad media. A timeout is not retried: the item used its
-budget, and its worker is killed as before.
+A worker's death is the gateway's fault, not the caller's: one found dead in the idle queue
+(an operator, the OOM killer) is replaced, never handed out; an item whose worker dies under it
+goes once more to another (with a budget of its own, so at most two budgets in all), and only
+if that one dies too does it fail, with a retryable 503 ``MediaWorkerFailed``. A timeout is
+not retried: the item used its budget, and its worker is killed as before.
 Functions and arguments travel by pickle, so jobs are module-level functions. What a job does
 is the caller's business; this module knows no media format.
 """
@@ -65,6 +63,7 @@ DEFAULT_MEMORY_LIMIT_MB = limits.DEFAULT_DECODE_MEMORY_MB
 T = TypeVar("T")
 _Reply = tuple[bool, Any]
 _BOOT = "from gateway.media.offload import _worker_entry; _worker_entry()"
+_PING_TIMEOUT_S = 2.0  # an idle worker answers in well under a millisecond
 
 
 @dataclass(frozen=True)
@@ -207,7 +206,9 @@ class Offloader:
             self.retried += 1
             log.warning("media worker %d died mid-item; retrying %s on another", died.pid, what)
             try:
-                ok, value = await self._attempt(await self._take(), function, args, what)
+                # Workers often die together (the OOM killer, an operator): make sure of this one.
+                retry_worker = await self._take(ping=True)
+                ok, value = await self._attempt(retry_worker, function, args, what)
             except _WorkerDied as again:
                 log.error("media worker %d died mid-item too (the retry of %s)", again.pid, what)
                 raise _worker_failed(what) from None
@@ -244,20 +245,35 @@ class Offloader:
         self._release(worker)
         return reply
 
-    async def _take(self) -> _Worker:
-        """The next idle worker that is alive. One found dead (it died while idle) is counted,
-        replaced and skipped: it is never handed an item."""
+    async def _take(self, *, ping: bool = False) -> _Worker:
+        """The next idle worker that is alive; one found dead is counted and replaced, never
+        handed an item. (One killed a moment ago may still be tearing down its threads and look
+        alive: its item then goes to the retry, which also ``ping``s the worker it takes.)"""
         while True:
             worker = await self._idle.get()
-            if worker.alive():
+            if worker.alive() and (not ping or await self._answers(worker)):
                 return worker
             self.crashed += 1
             log.warning(
                 "media worker %d died while idle (exit %s); replacing it",
                 worker.pid,
-                worker.process.returncode,
+                worker.process.poll(),
             )
             self._replace(worker)
+
+    async def _answers(self, worker: _Worker) -> bool:
+        """Whether ``worker`` answers a round trip (its pid) in time."""
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(self._threads, worker.call, os.getpid, ())
+        future.add_done_callback(_retrieve)
+        try:
+            reply = await asyncio.wait_for(asyncio.shield(future), _PING_TIMEOUT_S)
+        except (asyncio.TimeoutError, EOFError, OSError):
+            return False
+        except asyncio.CancelledError:  # the caller left: recycle the worker when it answers
+            self._spawn_task(self._settle(worker, future, loop.time() + _PING_TIMEOUT_S))
+            raise
+        return reply == (True, worker.pid)
 
     async def aclose(self) -> None:
         """Kill every worker (an item still running is of no use to anyone now)."""

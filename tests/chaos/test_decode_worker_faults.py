@@ -59,11 +59,12 @@ async def until(condition: Callable[[], bool], timeout: float = 20.0) -> None:
 
 
 def exited(pid: int) -> bool:
-    """Gone, or a zombie its parent has not reaped yet."""
+    """Our child ``pid`` has exited and is waitable (what ``Popen.poll`` will see), without
+    reaping it. Not a zombie in /proc: a killed process shows Z while its other threads
+    (OpenBLAS's) are still being torn down, and is not waitable until they are."""
     try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except FileNotFoundError:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:  # already reaped
         return True
 
 

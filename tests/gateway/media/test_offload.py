@@ -7,7 +7,6 @@ import os
 import signal
 import time
 from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 
 import pytest
 
@@ -44,12 +43,13 @@ async def until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
 
 
 def exited(pid: int) -> bool:
-    """The process is gone or a zombie (killed, not yet reaped by its parent)."""
+    """Our child ``pid`` has exited and is waitable (what ``Popen.poll`` will see), without
+    reaping it. Not a zombie in /proc: a killed process shows Z while its other threads
+    (OpenBLAS's) are still being torn down, and is not waitable until they are."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:  # already reaped
         return True
-    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
 
 
 async def kill_mid_item(pool: Offloader, seconds: float) -> tuple[int, int]:
@@ -139,6 +139,20 @@ async def test_the_retry_waits_for_the_replacement_of_the_only_worker() -> None:
         assert answer != victim and pool.pids == [answer] and pool.retried == 1
     finally:
         await pool.aclose()
+
+
+async def test_an_item_survives_every_worker_being_killed_at_once(offloader: Offloader) -> None:
+    """Its worker and the idle one die together (an OOM kill, an operator): the retry skips the
+    idle one (dead, or still dying and so not answering) and waits for a replacement."""
+    await until(lambda: offloader.idle_workers == 2)
+    task = asyncio.create_task(offloader.run(nap, 0.3))
+    await until(lambda: bool(offloader.busy_pids))
+    victims = offloader.pids
+    for pid in victims:
+        os.kill(pid, signal.SIGKILL)
+    answer = await task
+    assert answer not in victims and answer in offloader.pids
+    await until(lambda: offloader.idle_workers == 2)
 
 
 async def test_dead_idle_workers_are_never_handed_an_item(offloader: Offloader) -> None:
