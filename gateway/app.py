@@ -20,7 +20,7 @@ from gateway.errors import GatewayError, InvalidRequest
 from gateway.observability.access import AccessMiddleware
 from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.middleware import InFlightLimitMiddleware, RequestIdMiddleware
-from gateway.routes import audio, chat, health, metrics, models, ui
+from gateway.routes import audio, chat, health, metrics, models, openapi, ui
 from gateway.runtime import Runtime, build_runtime
 
 log = logging.getLogger(__name__)
@@ -80,6 +80,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
                 await app.state.runtime.aclose()
 
     app = FastAPI(title="multimodal-gateway", lifespan=lifespan, docs_url="/docs")
+    app.openapi = lambda: openapi.build(app)  # type: ignore[method-assign]
     app.state.metrics = gateway_metrics
     app.include_router(chat.router)
     app.include_router(audio.router)
