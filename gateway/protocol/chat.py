@@ -11,6 +11,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 MAX_STOP_SEQUENCES = 16
+# The widest values Triton's tensors carry (INT32 and FP32 inputs): a larger one would wrap or
+# become infinity on the way (and NumPy 2 refuses to convert it: a 500), so it is a 400 here.
+INT32_MAX = 2**31 - 1
+FLOAT32_MAX = 3.4028234663852886e38
 
 
 class _Part(BaseModel):
@@ -112,7 +116,7 @@ class ChatCompletionRequest(BaseModel):
     max_completion_tokens: int | None = Field(None, ge=1)
     temperature: float | None = Field(None, ge=0.0, le=2.0)
     top_p: float | None = Field(None, gt=0.0, le=1.0)
-    top_k: int | None = Field(None, ge=0)
+    top_k: int | None = Field(None, ge=0, le=INT32_MAX)
     seed: int | None = Field(None, ge=0, le=2**64 - 1)
     stop: str | list[str] | None = None
     stream: bool = False
@@ -120,8 +124,8 @@ class ChatCompletionRequest(BaseModel):
     n: int = Field(1, ge=1)
     presence_penalty: float | None = Field(None, ge=-2.0, le=2.0)
     frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)
-    repetition_penalty: float | None = Field(None, gt=0.0)
-    min_tokens: int | None = Field(None, ge=0)
+    repetition_penalty: float | None = Field(None, gt=0.0, le=FLOAT32_MAX)
+    min_tokens: int | None = Field(None, ge=0, le=INT32_MAX)
     logprobs: bool | None = None
     top_logprobs: int | None = None
     tools: list[Any] | None = None
