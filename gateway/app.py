@@ -21,21 +21,24 @@ from gateway.errors import GatewayError, InvalidRequest
 from gateway.observability.access import AccessMiddleware
 from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.middleware import InFlightLimitMiddleware, RequestIdMiddleware
-from gateway.routes import audio, chat, health, metrics, models, ui
+from gateway.routes import audio, chat, health, metrics, models, openapi, ui
 from gateway.runtime import Runtime, build_runtime
 
 log = logging.getLogger(__name__)
 
 
 def _error_response(error: GatewayError) -> JSONResponse:
-    return JSONResponse(error.to_body(), status_code=error.status_code, headers=dict(error.headers))
+    return JSONResponse(error.to_body(), status_code=error.status_code)
 
 
 async def _gateway_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, GatewayError)
     if exc.status_code >= 500:
         log.warning("request failed: %s", exc.message)
-    return _error_response(exc)
+    response = _error_response(exc)
+    if exc.retry_after_s is not None:
+        response.headers["Retry-After"] = str(exc.retry_after_s)
+    return response
 
 
 # Starlette's own HTTP errors (routing), as OpenAI-style codes.
@@ -80,6 +83,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
                 await app.state.runtime.aclose()
 
     app = FastAPI(title="multimodal-gateway", lifespan=lifespan, docs_url="/docs")
+    app.openapi = lambda: openapi.build(app)  # type: ignore[method-assign]
     app.state.metrics = gateway_metrics
     app.include_router(chat.router)
     app.include_router(audio.router)

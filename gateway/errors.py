@@ -24,18 +24,20 @@ The tree:
     │   ├── ModelNotFound             404 no served model has that id
     │   ├── AuthenticationError       401 missing or wrong API key
     │   └── RateLimited               429 too many requests in flight
-    └── UpstreamError                 503 Triton is not serving
-        ├── UpstreamUnavailable       503 Triton is down, restarting or not ready (Retry-After)
-        ├── UpstreamTimeout           504 Triton went silent: no token within the idle
-        │                                 timeout, or the request ran past its deadline
-        └── UpstreamFailed            502 Triton answered with an error mid-request
+    ├── UpstreamError                 503 Triton is not serving
+    │   ├── UpstreamUnavailable       503 Triton is down, restarting or not ready (Retry-After)
+    │   ├── UpstreamTimeout           504 Triton went silent: no token within the idle
+    │   │                                 timeout, or the request ran past its deadline
+    │   └── UpstreamFailed            502 Triton answered with an error mid-request
+    └── MediaWorkerFailed             503 media_worker_failed: a decoding worker died under an
+                                          item, and again on the retry (Retry-After: 1)
+
+An error with ``retry_after_s`` set is answered with a ``Retry-After`` header.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from types import MappingProxyType
-from typing import Any, ClassVar
+from typing import Any
 
 
 class GatewayError(Exception):
@@ -44,8 +46,7 @@ class GatewayError(Exception):
     status_code: int = 500
     error_type: str = "server_error"
     default_code: str = "internal_error"
-    # Response headers the error calls for (a 429's or 503's Retry-After).
-    headers: ClassVar[Mapping[str, str]] = MappingProxyType({})
+    retry_after_s: int | None = None  # seconds, sent as Retry-After when set
 
     def __init__(self, message: str, *, param: str | None = None, code: str | None = None):
         super().__init__(message)
@@ -165,7 +166,7 @@ class UpstreamUnavailable(UpstreamError):
     """Triton is down, restarting, or the model is not ready."""
 
     default_code = "upstream_unavailable"
-    headers: ClassVar[Mapping[str, str]] = MappingProxyType({"Retry-After": "1"})
+    retry_after_s = 1
 
 
 class UpstreamTimeout(UpstreamError):
@@ -180,3 +181,12 @@ class UpstreamFailed(UpstreamError):
 
     status_code = 502
     default_code = "upstream_failed"
+
+
+class MediaWorkerFailed(GatewayError):
+    """A media decoding worker process died while decoding an item, and so did the worker the
+    item was retried on: the gateway's fault (a killed or crashing worker), not the media's."""
+
+    status_code = 503
+    default_code = "media_worker_failed"
+    retry_after_s = 1

@@ -14,6 +14,12 @@ threaded gateway, and not ``multiprocessing``'s spawn, which re-imports the main
 
 Concurrency is bounded by the number of workers: each runs one item at a time, and callers
 queue for a free one. The budget counts from hand-over to a worker, not the wait before.
+
+A worker's death is the gateway's fault, not the caller's: one found dead in the idle queue
+(an operator, the OOM killer) is replaced, never handed out; an item whose worker dies under it
+goes once more to another (with a budget of its own, so at most two budgets in all), and only
+if that one dies too does it fail, with a retryable 503 ``MediaWorkerFailed``. A timeout is
+not retried: the item used its budget, and its worker is killed as before.
 Functions and arguments travel by pickle, so jobs are module-level functions. What a job does
 is the caller's business; this module knows no media format.
 """
@@ -37,7 +43,13 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 
-from gateway.errors import GatewayError, MediaDecodeError, MediaTimeout, MediaTooLarge
+from gateway.errors import (
+    GatewayError,
+    MediaDecodeError,
+    MediaTimeout,
+    MediaTooLarge,
+    MediaWorkerFailed,
+)
 from gateway.media import limits
 
 __all__ = ["DEFAULT_ITEM_TIMEOUT_S", "DEFAULT_MEMORY_LIMIT_MB", "OffloadLimits", "Offloader"]
@@ -51,6 +63,7 @@ DEFAULT_MEMORY_LIMIT_MB = limits.DEFAULT_DECODE_MEMORY_MB
 T = TypeVar("T")
 _Reply = tuple[bool, Any]
 _BOOT = "from gateway.media.offload import _worker_entry; _worker_entry()"
+_PING_TIMEOUT_S = 2.0  # an idle worker answers in well under a millisecond
 
 
 @dataclass(frozen=True)
@@ -104,6 +117,14 @@ class _Worker:
     outbox: Connection
     inbox: Connection
 
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def alive(self) -> bool:
+        """Not exited (reaps it if it has: ``poll`` is a non-blocking ``waitpid``)."""
+        return self.process.poll() is None
+
     def call(self, function: Callable[..., Any], args: tuple[Any, ...]) -> _Reply:
         """One round trip; runs in a helper thread. EOFError/OSError: the worker died."""
         self.outbox.send((function, args))
@@ -127,7 +148,8 @@ class Offloader:
     Build it in the app's lifespan, ``await start()``, and ``await aclose()`` at shutdown.
     ``preload`` names modules each worker imports at start, so its first item is not slowed
     by imports.
-    ``abandoned`` and ``crashed`` count items killed for their budget and workers that died.
+    ``abandoned`` counts items killed for their budget, ``crashed`` workers that died (mid-item
+    or idle), ``retried`` items handed to a second worker after their first one died.
     """
 
     def __init__(self, limits: OffloadLimits | None = None, *, preload: Sequence[str] = ()) -> None:
@@ -139,10 +161,12 @@ class Offloader:
         self._threads = ThreadPoolExecutor(2 * self.limits.workers, thread_name_prefix="offload")
         self._background: set[asyncio.Task[None]] = set()
         self._workers: set[_Worker] = set()
+        self._busy: set[_Worker] = set()
         self._started = False
         self._closing = False
         self.abandoned = 0
         self.crashed = 0
+        self.retried = 0
 
     async def start(self) -> None:
         """Start every worker, concurrently, and wait until each answers (imports done)."""
@@ -163,22 +187,47 @@ class Offloader:
         """``function(*args)`` in a worker, within the item budget.
 
         Raises the job's own GatewayError, MediaTimeout when the budget runs out (the worker is
-        killed and replaced), or MediaDecodeError when the worker dies mid-item. ``what`` names
-        the item in the timeout message; ``on_wait`` hears how long the item queued.
+        killed and replaced), or MediaWorkerFailed when the worker dies mid-item and so does
+        the one the item is then retried on. ``what`` names the item in the timeout message;
+        ``on_wait`` hears how long the item queued.
         """
         if self._closing:
             raise RuntimeError("the offloader is closed")
         await self.start()
         queued = time.perf_counter()
-        worker = await self._idle.get()
+        worker = await self._take()
         if on_wait is not None:
             on_wait(time.perf_counter() - queued)
+        try:
+            ok, value = await self._attempt(worker, function, args, what)
+        except _WorkerDied as died:
+            if self._closing:
+                raise _worker_failed(what) from None
+            self.retried += 1
+            log.warning("media worker %d died mid-item; retrying %s on another", died.pid, what)
+            try:
+                # Workers often die together (the OOM killer, an operator): make sure of this one.
+                retry_worker = await self._take(ping=True)
+                ok, value = await self._attempt(retry_worker, function, args, what)
+            except _WorkerDied as again:
+                log.error("media worker %d died mid-item too (the retry of %s)", again.pid, what)
+                raise _worker_failed(what) from None
+        if ok:
+            return value
+        raise value
+
+    async def _attempt(
+        self, worker: _Worker, function: Callable[..., Any], args: tuple[Any, ...], what: str
+    ) -> _Reply:
+        """One hand-over of the item to ``worker``, under its own budget. Raises MediaTimeout
+        (worker killed and replaced) or _WorkerDied (worker replaced)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.limits.item_timeout_s
+        self._busy.add(worker)
         future = loop.run_in_executor(self._threads, worker.call, function, args)
         future.add_done_callback(_retrieve)  # an abandoned item's EOFError is expected
         try:
-            ok, value = await asyncio.wait_for(asyncio.shield(future), self.limits.item_timeout_s)
+            reply = await asyncio.wait_for(asyncio.shield(future), self.limits.item_timeout_s)
         except asyncio.TimeoutError:
             self.abandoned += 1
             self._replace(worker)
@@ -192,11 +241,39 @@ class Offloader:
         except (EOFError, OSError):
             self.crashed += 1
             self._replace(worker)
-            raise MediaDecodeError(f"{what.capitalize()} could not be decoded.") from None
-        self._idle.put_nowait(worker)
-        if ok:
-            return value
-        raise value
+            raise _WorkerDied(worker) from None
+        self._release(worker)
+        return reply
+
+    async def _take(self, *, ping: bool = False) -> _Worker:
+        """The next idle worker that is alive; one found dead is counted and replaced, never
+        handed an item. (One killed a moment ago may still be tearing down its threads and look
+        alive: its item then goes to the retry, which also ``ping``s the worker it takes.)"""
+        while True:
+            worker = await self._idle.get()
+            if worker.alive() and (not ping or await self._answers(worker)):
+                return worker
+            self.crashed += 1
+            log.warning(
+                "media worker %d died while idle (exit %s); replacing it",
+                worker.pid,
+                worker.process.poll(),
+            )
+            self._replace(worker)
+
+    async def _answers(self, worker: _Worker) -> bool:
+        """Whether ``worker`` answers a round trip (its pid) in time."""
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(self._threads, worker.call, os.getpid, ())
+        future.add_done_callback(_retrieve)
+        try:
+            reply = await asyncio.wait_for(asyncio.shield(future), _PING_TIMEOUT_S)
+        except (asyncio.TimeoutError, EOFError, OSError):
+            return False
+        except asyncio.CancelledError:  # the caller left: recycle the worker when it answers
+            self._spawn_task(self._settle(worker, future, loop.time() + _PING_TIMEOUT_S))
+            raise
+        return reply == (True, worker.pid)
 
     async def aclose(self) -> None:
         """Kill every worker (an item still running is of no use to anyone now)."""
@@ -211,6 +288,16 @@ class Offloader:
     @property
     def idle_workers(self) -> int:
         return self._idle.qsize()
+
+    @property
+    def pids(self) -> list[int]:
+        """The process ids of the pool's workers, idle and busy (for operators and tests)."""
+        return sorted(worker.pid for worker in self._workers)
+
+    @property
+    def busy_pids(self) -> list[int]:
+        """The process ids of the workers running an item now."""
+        return sorted(worker.pid for worker in self._busy)
 
     def _spawn_ready(self) -> _Worker:
         """A started worker that has answered once (blocking: call it in a thread)."""
@@ -253,7 +340,13 @@ class Offloader:
     def _replace(self, worker: _Worker) -> None:
         """Kill ``worker`` and put a fresh one in its slot, both off the event loop."""
         self._workers.discard(worker)
+        self._busy.discard(worker)
         self._spawn_task(self._kill_and_respawn(worker))
+
+    def _release(self, worker: _Worker) -> None:
+        """``worker`` finished its item and is idle again."""
+        self._busy.discard(worker)
+        self._idle.put_nowait(worker)
 
     async def _kill_and_respawn(self, worker: _Worker) -> None:
         """Reap ``worker``; start its successor, retrying (with backoff) if a start fails, so
@@ -276,15 +369,35 @@ class Offloader:
         remaining = max(0.0, deadline - asyncio.get_running_loop().time())
         try:
             await asyncio.wait_for(asyncio.shield(future), remaining)
-        except (asyncio.TimeoutError, EOFError, OSError):
+        except asyncio.TimeoutError:
+            self.abandoned += 1
             self._replace(worker)
             return
-        self._idle.put_nowait(worker)
+        except (EOFError, OSError):
+            self.crashed += 1
+            self._replace(worker)
+            return
+        self._release(worker)
 
     def _spawn_task(self, coroutine: Any) -> None:
         task = asyncio.ensure_future(coroutine)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+
+class _WorkerDied(Exception):
+    """The worker running an item exited before replying (already counted and replaced)."""
+
+    def __init__(self, worker: _Worker) -> None:
+        super().__init__(worker.pid)
+        self.pid = worker.pid
+
+
+def _worker_failed(what: str) -> MediaWorkerFailed:
+    return MediaWorkerFailed(
+        f"Decoding {what} failed: this server's decoding worker stopped unexpectedly (and so did "
+        "the one it was retried on). This is not a fault of the request; retry it."
+    )
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:

@@ -17,6 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 MAX_STOP_SEQUENCES = 16
 MAX_STOP_LENGTH = 1024  # characters; the stop matcher holds back up to this much text
 MAX_MODEL_ID_LENGTH = 256
+# The widest values Triton's tensors carry (INT32 and FP32 inputs): a larger one would wrap or
+# become infinity on the way (and NumPy 2 refuses to convert it: a 500), so it is a 400 here.
+INT32_MAX = 2**31 - 1
+FLOAT32_MAX = 3.4028234663852886e38
 
 
 class _Part(BaseModel):
@@ -122,7 +126,7 @@ class ChatCompletionRequest(BaseModel):
     max_completion_tokens: int | None = Field(None, ge=1)
     temperature: float | None = Field(None, ge=0.0, le=2.0)
     top_p: float | None = Field(None, gt=0.0, le=1.0)
-    top_k: int | None = Field(None, ge=0)
+    top_k: int | None = Field(None, ge=0, le=INT32_MAX)
     seed: int | None = Field(None, ge=0, le=2**64 - 1)
     stop: str | list[str] | None = None
     stream: bool = False
@@ -132,8 +136,8 @@ class ChatCompletionRequest(BaseModel):
     ignore_eos: bool = False
     presence_penalty: float | None = Field(None, ge=-2.0, le=2.0)
     frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)
-    repetition_penalty: float | None = Field(None, gt=0.0)
-    min_tokens: int | None = Field(None, ge=0)
+    repetition_penalty: float | None = Field(None, gt=0.0, le=FLOAT32_MAX)
+    min_tokens: int | None = Field(None, ge=0, le=INT32_MAX)
     logprobs: bool | None = None
     top_logprobs: int | None = None
     tools: list[Any] | None = None

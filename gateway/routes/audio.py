@@ -17,6 +17,7 @@ from gateway.pipeline.transcribe import (
     prepare_transcription,
 )
 from gateway.protocol.audio import UNSUPPORTED_FIELDS, TranscriptionRequest
+from gateway.routes import openapi
 from gateway.routes.answer import Events, answer
 from gateway.routes.form import read_form
 from gateway.streaming import transcript as formats
@@ -26,12 +27,12 @@ router = APIRouter()
 _TEXT_FORMATS = {"text": formats.text_body, "srt": formats.srt_body, "vtt": formats.vtt_body}
 
 
-@router.post("/v1/audio/transcriptions", response_model=None)
+@router.post("/v1/audio/transcriptions", response_model=None, openapi_extra=openapi.TRANSCRIPTION)
 async def transcriptions(request: Request) -> Response:
     return await _serve(request, "transcribe")
 
 
-@router.post("/v1/audio/translations", response_model=None)
+@router.post("/v1/audio/translations", response_model=None, openapi_extra=openapi.TRANSCRIPTION)
 async def translations(request: Request) -> Response:
     return await _serve(request, "translate")
 

@@ -10,6 +10,7 @@ from gateway.observability.record import record_of
 from gateway.pipeline.chat import prepare_chat
 from gateway.pipeline.relay import relay
 from gateway.protocol.chat import ChatCompletionRequest
+from gateway.routes import openapi
 from gateway.routes.answer import Events, answer
 from gateway.routes.body import parse_body
 from gateway.streaming.chunks import ChunkWriter, completion_body, new_completion_id
@@ -17,7 +18,7 @@ from gateway.streaming.chunks import ChunkWriter, completion_body, new_completio
 router = APIRouter()
 
 
-@router.post("/v1/chat/completions", response_model=None)
+@router.post("/v1/chat/completions", response_model=None, openapi_extra=openapi.CHAT_COMPLETIONS)
 async def chat_completions(request: Request) -> Response:
     runtime = request.app.state.runtime
     record = record_of(request.state)

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 router = APIRouter()
 
+_STATUS = {"type": "object", "required": ["status"], "properties": {"status": {"type": "string"}}}
+_NOT_READY: dict[int | str, dict[str, Any]] = {
+    "503": {
+        "description": "Triton is not ready (the probe's own body, not an OpenAI error object)",
+        "content": {"application/json": {"schema": _STATUS}},
+    }
+}
 
-@router.get("/health")
+
+@router.get("/health", responses=_NOT_READY)
 async def health(request: Request) -> JSONResponse:
     runtime = request.app.state.runtime
     if await runtime.ready():

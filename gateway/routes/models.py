@@ -7,6 +7,7 @@ import time
 from fastapi import APIRouter, Request
 
 from gateway.protocol.common import ModelCard, ModelList
+from gateway.routes import openapi
 from gateway.runtime import ServedRuntime
 
 router = APIRouter()
@@ -17,12 +18,12 @@ def _card(served: ServedRuntime) -> ModelCard:
     return ModelCard(id=served.config.id, created=_CREATED, owned_by=served.config.owned_by)
 
 
-@router.get("/v1/models")
+@router.get("/v1/models", responses=openapi.errors(401, 429, 500))
 async def list_models(request: Request) -> ModelList:
     runtime = request.app.state.runtime
     return ModelList(data=[_card(s) for s in runtime.models.values()])
 
 
-@router.get("/v1/models/{model_id:path}")
+@router.get("/v1/models/{model_id:path}", responses=openapi.errors(401, 404, 429, 500))
 async def get_model(model_id: str, request: Request) -> ModelCard:
     return _card(request.app.state.runtime.model(model_id))

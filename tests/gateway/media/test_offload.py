@@ -6,11 +6,17 @@ import asyncio
 import os
 import signal
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-from gateway.errors import MediaDecodeError, MediaTimeout, MediaTooLarge, UnsupportedMedia
+from gateway.errors import (
+    MediaDecodeError,
+    MediaTimeout,
+    MediaTooLarge,
+    MediaWorkerFailed,
+    UnsupportedMedia,
+)
 from gateway.media.offload import Offloader, OffloadLimits
 
 
@@ -19,8 +25,40 @@ def crash() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def nap(seconds: float) -> int:
+    """A slow item: sleeps, then answers with the worker's pid."""
+    time.sleep(seconds)
+    return os.getpid()
+
+
 def refuse(what: str) -> None:
     raise UnsupportedMedia(f"{what} is not welcome", param="p")
+
+
+async def until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        await asyncio.sleep(0.01)
+
+
+def exited(pid: int) -> bool:
+    """Our child ``pid`` has exited and is waitable (what ``Popen.poll`` will see), without
+    reaping it. Not a zombie in /proc: a killed process shows Z while its other threads
+    (OpenBLAS's) are still being torn down, and is not waitable until they are."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:  # already reaped
+        return True
+
+
+async def kill_mid_item(pool: Offloader, seconds: float) -> tuple[int, int]:
+    """Run ``nap(seconds)``, SIGKILL its worker once it has the item; (killed pid, answer)."""
+    task = asyncio.create_task(pool.run(nap, seconds))
+    await until(lambda: bool(pool.busy_pids))
+    (victim,) = pool.busy_pids
+    os.kill(victim, signal.SIGKILL)
+    return victim, await task
 
 
 @pytest.fixture(scope="module")
@@ -44,9 +82,11 @@ async def test_concurrency_is_bounded_by_workers(offloader: Offloader) -> None:
 
 
 async def test_job_errors_keep_their_code_and_param(offloader: Offloader) -> None:
+    retried = offloader.retried
     with pytest.raises(UnsupportedMedia, match="odd is not welcome") as caught:
         await offloader.run(refuse, "odd")
     assert caught.value.code == "unsupported_media_type" and caught.value.param == "p"
+    assert offloader.retried == retried  # a decode error is the media's: not retried
 
 
 async def test_unexpected_errors_say_nothing_internal(offloader: Offloader) -> None:
@@ -66,12 +106,75 @@ async def test_stuck_item_is_abandoned_and_the_pool_recovers(offloader: Offloade
     assert results == [1, 2, 4, 8, 16, 32]
 
 
-async def test_crashed_worker_is_replaced(offloader: Offloader) -> None:
-    before = offloader.crashed
-    with pytest.raises(MediaDecodeError, match="could not be decoded"):
-        await offloader.run(crash)
-    assert offloader.crashed == before + 1
+async def test_an_item_whose_workers_both_die_is_the_servers_fault(offloader: Offloader) -> None:
+    """Its worker dies, and so does the one it is retried on: a retryable 503, never a 400."""
+    crashed, retried = offloader.crashed, offloader.retried
+    with pytest.raises(MediaWorkerFailed, match="not a fault of the request") as caught:
+        await offloader.run(crash, what="the image")
+    error = caught.value
+    assert (error.status_code, error.code, error.error_type) == (
+        503,
+        "media_worker_failed",
+        "server_error",
+    )
+    assert error.retry_after_s == 1
+    assert (offloader.crashed, offloader.retried) == (crashed + 2, retried + 1)
     assert await offloader.run(pow, 2, 5) == 32
+    await until(lambda: offloader.idle_workers == 2)  # both replaced
+
+
+async def test_a_worker_killed_mid_item_is_retried_on_another(offloader: Offloader) -> None:
+    crashed, retried = offloader.crashed, offloader.retried
+    victim, answer = await kill_mid_item(offloader, 0.3)
+    assert answer != victim and answer in offloader.pids and victim not in offloader.pids
+    assert (offloader.crashed, offloader.retried) == (crashed + 1, retried + 1)
+    await until(lambda: offloader.idle_workers == 2)  # the killed one was replaced
+
+
+async def test_the_retry_waits_for_the_replacement_of_the_only_worker() -> None:
+    pool = Offloader(OffloadLimits(workers=1, item_timeout_s=2))
+    await pool.start()
+    try:
+        victim, answer = await kill_mid_item(pool, 0.3)
+        assert answer != victim and pool.pids == [answer] and pool.retried == 1
+    finally:
+        await pool.aclose()
+
+
+async def test_an_item_survives_every_worker_being_killed_at_once(offloader: Offloader) -> None:
+    """Its worker and the idle one die together (an OOM kill, an operator): the retry skips the
+    idle one (dead, or still dying and so not answering) and waits for a replacement."""
+    await until(lambda: offloader.idle_workers == 2)
+    task = asyncio.create_task(offloader.run(nap, 0.3))
+    await until(lambda: bool(offloader.busy_pids))
+    victims = offloader.pids
+    for pid in victims:
+        os.kill(pid, signal.SIGKILL)
+    answer = await task
+    assert answer not in victims and answer in offloader.pids
+    await until(lambda: offloader.idle_workers == 2)
+
+
+async def test_dead_idle_workers_are_never_handed_an_item(offloader: Offloader) -> None:
+    await until(lambda: offloader.idle_workers == 2)
+    victims = offloader.pids
+    for pid in victims:
+        os.kill(pid, signal.SIGKILL)
+    await until(lambda: all(exited(pid) for pid in victims))
+    crashed, retried = offloader.crashed, offloader.retried
+    results = await asyncio.gather(*(offloader.run(pow, 3, n) for n in range(6)))
+    assert results == [3**n for n in range(6)]  # none failed ...
+    assert offloader.retried == retried  # ... nor needed a retry: found dead at hand-out
+    assert offloader.crashed == crashed + 2
+    assert not set(victims) & set(offloader.pids)
+
+
+async def test_a_timeout_is_not_retried(offloader: Offloader) -> None:
+    retried, abandoned = offloader.retried, offloader.abandoned
+    with pytest.raises(MediaTimeout) as caught:
+        await offloader.run(time.sleep, 30)
+    assert (caught.value.status_code, caught.value.code) == (400, "media_timeout")
+    assert (offloader.retried, offloader.abandoned) == (retried, abandoned + 1)
 
 
 async def test_memory_limit_refuses_a_bomb(offloader: Offloader) -> None:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
+import site
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import httpx
@@ -58,21 +61,70 @@ def test_another_interpreter_is_probed_like_this_one() -> None:
     assert StubPython.current().refusal() is None  # the project pins numpy<2
 
 
-def venv_with_numpy(tmp_path: Path, version: str) -> Path:
-    """A real venv whose ``numpy`` reports ``version`` (a stand-in package: installing
-    NumPy 2 would need the network)."""
-    venv = tmp_path / "models-venv"
+def new_venv(venv: Path) -> tuple[Path, Path]:
+    """A venv of this interpreter's version with no packages: (its python, its site-packages)."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    site = subprocess.run(
+    site_dir = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True,
         text=True,
         check=True,
     ).stdout.strip()
-    (Path(site) / "numpy").mkdir(parents=True)
-    (Path(site) / "numpy" / "__init__.py").write_text(f"__version__ = {version!r}\n")
+    return python, Path(site_dir)
+
+
+def running_site_dirs() -> list[str]:
+    """The site directories of the environment running the tests (a venv's own, not its
+    base interpreter's unless it was made with ``--system-site-packages``)."""
+    paths = sysconfig.get_paths()
+    found = [paths["purelib"], paths["platlib"], *site.getsitepackages()]
+    if site.ENABLE_USER_SITE:
+        found.append(site.getusersitepackages())
+    return [path for path in dict.fromkeys(found) if Path(path).is_dir()]
+
+
+def venv_over_this_environment(venv: Path) -> tuple[Path, Path]:
+    """A venv that sees its own site-packages first, then exactly the packages of the
+    environment running the tests: (its python, its site-packages).
+
+    Not ``--system-site-packages``: run from a venv, that exposes the *base* interpreter's
+    site-packages (which may hold NumPy 2, and lack the project), not the running
+    environment's. A ``.pth`` adds the running environment's site directories instead, with
+    ``site.addsitedir`` so that their own ``.pth`` files (editable installs) count too.
+    """
+    python, site_dir = new_venv(venv)
+    # One line, exec'd by site.py: no comprehension (its scope would not see ``site``).
+    line = f"import site; list(map(site.addsitedir, {running_site_dirs()!r}))\n"
+    (site_dir / "running_environment.pth").write_text(line)
+    return python, site_dir
+
+
+def venv_with_numpy(tmp_path: Path, version: str) -> Path:
+    """A real venv whose ``numpy`` reports ``version`` (a stand-in package: installing
+    NumPy 2 would need the network)."""
+    python, site_dir = new_venv(tmp_path / "models-venv")
+    (site_dir / "numpy").mkdir(parents=True)
+    (site_dir / "numpy" / "__init__.py").write_text(f"__version__ = {version!r}\n")
     return python
+
+
+def test_a_venv_over_this_environment_sees_its_packages_not_the_base_interpreters(
+    tmp_path: Path,
+) -> None:
+    import numpy
+
+    python, _ = venv_over_this_environment(tmp_path / "venv")
+    probe = "import json, sys, numpy; print(json.dumps([numpy.__version__, sys.path]))"
+    found = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, check=True)
+    numpy_version, path = json.loads(found.stdout)
+    assert numpy_version == numpy.__version__  # this environment's NumPy, whatever the base has
+    assert StubPython.at(python).refusal() is None
+    for site_dir in running_site_dirs():
+        assert site_dir in path
+    # The base interpreter's site-packages only where the running environment has it too.
+    base = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_prefix})
+    assert (base["purelib"] in path) == (base["purelib"] in sys.path)
 
 
 async def test_models_environment_with_numpy_2_is_refused_before_launch(
@@ -90,19 +142,10 @@ async def test_models_run_in_the_named_environment(
     identity_repository: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """The stub imports from ``embedded.python``'s environment, not the gateway's."""
-    venv = tmp_path_factory.mktemp("envs") / "models-venv"  # outside the model repository
-    subprocess.run(
-        [sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)],
-        check=True,
-    )
-    python = venv / "bin" / "python"
-    site = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    (Path(site) / "only_in_models_venv.py").write_text("OFFSET = 1000\n")
+    # Outside the model repository; the stub's NumPy comes from the running environment.
+    venv = tmp_path_factory.mktemp("envs") / "models-venv"
+    python, site_dir = venv_over_this_environment(venv)
+    (site_dir / "only_in_models_venv.py").write_text("OFFSET = 1000\n")
     model = identity_repository / "identity" / "1" / "model.py"
     model.write_text(
         IDENTITY_MODEL.replace(
