@@ -23,6 +23,7 @@ The tree:
     │   │                                 outside the allowlist
     │   ├── ModelNotFound             404 no served model has that id
     │   ├── AuthenticationError       401 missing or wrong API key
+    │   ├── RequestTimeout            408 the request's head or body came too slowly
     │   └── RateLimited               429 too many requests in flight
     └── UpstreamError                 503 Triton is not serving
         ├── UpstreamUnavailable       503 Triton is down, restarting or not ready
@@ -137,6 +138,13 @@ class AuthenticationError(ClientError):
     status_code = 401
     error_type = "authentication_error"
     default_code = "invalid_api_key"
+
+
+class RequestTimeout(ClientError):
+    """The request's headers or body did not arrive within the server's deadlines."""
+
+    status_code = 408
+    default_code = "request_timeout"
 
 
 class RateLimited(ClientError):
