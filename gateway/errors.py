@@ -24,7 +24,8 @@ The tree:
     │   ├── ModelNotFound             404 no served model has that id
     │   ├── AuthenticationError       401 missing or wrong API key
     │   ├── RequestTimeout            408 the request's head or body came too slowly
-    │   └── RateLimited               429 too many requests in flight
+    │   ├── RateLimited               429 too many requests in flight
+    │   └── HeaderFieldsTooLarge      431 too many header fields, or too many header bytes
     └── UpstreamError                 503 Triton is not serving
         ├── UpstreamUnavailable       503 Triton is down, restarting or not ready
         └── UpstreamFailed            502 Triton answered with an error mid-request
@@ -153,6 +154,13 @@ class RateLimited(ClientError):
     status_code = 429
     error_type = "rate_limit_error"
     default_code = "rate_limit_exceeded"
+
+
+class HeaderFieldsTooLarge(ClientError):
+    """The request head has more header fields, or more bytes, than the server takes."""
+
+    status_code = 431
+    default_code = "request_header_fields_too_large"
 
 
 class UpstreamError(GatewayError):

@@ -3,7 +3,8 @@
 ``mmgw serve`` needs a Triton; this builds the same app over ``FakeTriton`` (as
 ``tests.fakes.app.start_gateway`` does) and serves it with uvicorn on 127.0.0.1:PORT under the
 options ``mmgw serve`` passes, so slow and hostile clients meet the real protocol, middleware and
-routes. ``SERVER_JSON`` is a JSON object of ``[server]`` settings to change.
+routes. ``SERVER_JSON`` is a JSON object of ``[server]`` settings to change. uvicorn.run would
+start its own event loop; ``Server.serve`` runs in uvloop's here, where the runtime was built.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 import uvicorn
 
-from gateway.cli import fast_server_options
+from gateway.cli import uvicorn_options
 from tests.fakes.app import start_gateway
 from tests.fakes.triton import FakeTriton
 
@@ -23,16 +24,8 @@ async def serve(port: int, server: dict[str, Any]) -> None:
     gateway = await start_gateway(
         FakeTriton(), server={**server, "port": port}, observability={"log_format": "text"}
     )
-    settings = gateway.runtime.settings
-    config = uvicorn.Config(
-        gateway.app,
-        host="127.0.0.1",
-        port=port,
-        **fast_server_options(),
-        log_level="warning",
-        access_log=False,
-        timeout_graceful_shutdown=int(settings.server.drain_timeout_s),
-    )
+    options = uvicorn_options(gateway.runtime.settings, gateway.app, "warning")
+    config = uvicorn.Config(gateway.app, **options)
     try:
         await uvicorn.Server(config).serve()
     finally:
