@@ -32,14 +32,18 @@ CHAT_BODY = json.dumps(
 GONE = (ConnectionError, OSError, asyncio.IncompleteReadError)
 
 
+CLOSE_WAIT_S = 3.0  # after a response, how long a client waits to see the server close
+
+
 @dataclass
 class Outcome:
     """One hostile client's result. ``status`` None: no response (closed, or still open)."""
 
     status: int | None = None
     code: str | None = None  # the OpenAI error code of the body, if it is one
-    seconds: float = 0.0  # connection opened -> response read, connection closed, or gave up
-    open: bool = False  # still open when the client gave up
+    seconds: float = 0.0  # connection opened -> response read, connection ended, or gave up
+    open: bool = False  # no response and still open when the client gave up
+    closed: bool = False  # the server ended the connection (after its response, if any)
     sent: int = 0  # bytes the client managed to send
     headers: dict[str, str] = field(default_factory=dict)
 
@@ -70,17 +74,59 @@ def _code(body: bytes) -> str | None:
         return None
 
 
-async def _settle(outcome: Outcome, reply: asyncio.Task[Any], started: float) -> Outcome:
-    """Fill ``outcome`` from the reading task: a response, a close, or still open."""
-    if not reply.done():
-        reply.cancel()
-        outcome.open = True
-    else:
-        with suppress(*GONE):
-            status, headers, body = reply.result()
-            outcome.status, outcome.headers, outcome.code = status, headers, _code(body)
-    outcome.seconds = time.monotonic() - started
-    return outcome
+class _Client:
+    """One raw connection: the bytes sent, and a task reading the one response, then
+    waiting (``CLOSE_WAIT_S``) to see whether the server closes."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.started = time.monotonic()
+        self.outcome = Outcome()
+        self.answered = asyncio.Event()  # a response came, or the connection ended
+        self.writer = writer
+        self._task = asyncio.create_task(self._read(reader))
+
+    @classmethod
+    async def open(cls, port: int) -> _Client:
+        return cls(*await asyncio.open_connection(HOST, port))
+
+    async def _read(self, reader: asyncio.StreamReader) -> None:
+        outcome = self.outcome
+        try:
+            outcome.status, outcome.headers, body = await read_response(reader)
+            outcome.code = _code(body)
+        except GONE:
+            outcome.closed = True
+        finally:
+            outcome.seconds = time.monotonic() - self.started
+            self.answered.set()
+        if not outcome.closed:
+            try:
+                await asyncio.wait_for(reader.read(), CLOSE_WAIT_S)
+                outcome.closed = True
+            except GONE:
+                outcome.closed = True
+            except asyncio.TimeoutError:
+                pass
+
+    def send(self, data: bytes) -> None:
+        self.writer.write(data)
+        self.outcome.sent += len(data)
+
+    async def wait(self, timeout_s: float) -> bool:
+        """Whether the server answered (or ended the connection) within ``timeout_s``."""
+        with suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self.answered.wait(), max(timeout_s, 0.0))
+        return self.answered.is_set()
+
+    async def finish(self) -> Outcome:
+        if not self.answered.is_set():
+            self.outcome.open = True
+            self.outcome.seconds = time.monotonic() - self.started
+        else:
+            await asyncio.wait({self._task}, timeout=CLOSE_WAIT_S + 1)
+        self._task.cancel()
+        self.writer.close()
+        return self.outcome
 
 
 async def trickle(
@@ -88,27 +134,19 @@ async def trickle(
 ) -> Outcome:
     """Send ``head`` at once, then ``drip`` one byte per ``interval_s``, until the server
     answers, closes, or ``give_up_s`` has passed."""
-    started = time.monotonic()
-    deadline = started + give_up_s
-    outcome = Outcome()
-    reader, writer = await asyncio.open_connection(HOST, port)
-    reply = asyncio.create_task(read_response(reader))
+    client = await _Client.open(port)
+    deadline = client.started + give_up_s
     try:
-        writer.write(head)
-        outcome.sent = len(head)
+        client.send(head)
         for i in range(len(drip)):
             wait_s = min(interval_s, deadline - time.monotonic())
-            if wait_s <= 0 or (await asyncio.wait({reply}, timeout=wait_s))[0]:
+            if wait_s <= 0 or await client.wait(wait_s):
                 break
-            writer.write(drip[i : i + 1])
-            outcome.sent += 1
-        await asyncio.wait({reply}, timeout=max(0.0, deadline - time.monotonic()))
+            client.send(drip[i : i + 1])
+        await client.wait(deadline - time.monotonic())
     except GONE:
-        await asyncio.wait({reply}, timeout=1.0)
-    finally:
-        result = await _settle(outcome, reply, started)
-        writer.close()
-    return result
+        await client.wait(1.0)
+    return await client.finish()
 
 
 async def flood(port: int, request: bytes, give_up_s: float = 30.0) -> Outcome:
@@ -120,29 +158,24 @@ async def stream_header(
     port: int, size: int, chunk: int = 64 * 1024, give_up_s: float = 60.0
 ) -> Outcome:
     """One header of ``size`` bytes, written as fast as the server takes it, stopping at the
-    server's first response byte; the header is ended only if the server let it all through."""
-    started = time.monotonic()
-    outcome = Outcome()
-    reader, writer = await asyncio.open_connection(HOST, port)
-    reply = asyncio.create_task(read_response(reader))
+    server's answer; the header is ended only if the server let it all through."""
+    client = await _Client.open(port)
+    deadline = client.started + give_up_s
     filler = b"a" * chunk
     try:
-        writer.write(b"GET /v1/models HTTP/1.1\r\nHost: chaos\r\nX-Big: ")
-        while outcome.sent < size and not reply.done():
-            if time.monotonic() - started > give_up_s:
+        client.send(b"GET /v1/models HTTP/1.1\r\nHost: chaos\r\nX-Big: ")
+        while client.outcome.sent < size and not client.answered.is_set():
+            if time.monotonic() > deadline:
                 break
-            writer.write(filler)
-            outcome.sent += chunk
-            await writer.drain()
-        if not reply.done():
-            writer.write(b"\r\n\r\n")
-        await asyncio.wait({reply}, timeout=max(0.0, give_up_s - (time.monotonic() - started)))
+            client.send(filler)
+            await client.writer.drain()
+            await asyncio.sleep(0)  # let the reader see an answer
+        if not client.answered.is_set():
+            client.send(b"\r\n\r\n")
+        await client.wait(deadline - time.monotonic())
     except GONE:
-        await asyncio.wait({reply}, timeout=1.0)
-    finally:
-        result = await _settle(outcome, reply, started)
-        writer.close()
-    return result
+        await client.wait(1.0)
+    return await client.finish()
 
 
 def chat_head(content_length: int, path: str = CHAT) -> bytes:
@@ -242,7 +275,7 @@ async def launch(server: dict[str, Any], timeout_s: float = 60.0) -> AsyncIterat
         yield launched
     finally:
         if process.returncode is None:
-            process.send_signal(signal.SIGINT)
+            process.send_signal(signal.SIGTERM)
             try:
                 await asyncio.wait_for(process.wait(), 15)
             except asyncio.TimeoutError:

@@ -10,6 +10,7 @@ start its own event loop; ``Server.serve`` runs in uvloop's here, where the runt
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from typing import Any
 
@@ -37,6 +38,9 @@ def main() -> None:
     server = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
     import uvloop
 
+    # uvicorn handles SIGTERM (a graceful shutdown), then raises it again for the handler it
+    # found: this one ignores it, so the runtime (its decode workers) closes before exit.
+    signal.signal(signal.SIGTERM, lambda *_: None)
     uvloop.run(serve(port, server))
 
 

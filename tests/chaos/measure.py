@@ -36,7 +36,8 @@ SLOW_HEADER = b"X-Slow: " + b"a" * 1000
 def summary(outcomes: list[Outcome]) -> str:
     kinds = collections.Counter(o.brief().rsplit(" ", 1)[0] for o in outcomes)
     times = sorted(o.seconds for o in outcomes)
-    return f"{dict(kinds)} in {times[0]:.1f}-{times[-1]:.1f}s"
+    sent = max(o.sent for o in outcomes) / 2**20
+    return f"{dict(kinds)} in {times[0]:.1f}-{times[-1]:.1f}s, each sent <= {sent:.2f} MiB"
 
 
 async def attack(
