@@ -189,7 +189,7 @@ async def test_headers_that_come_too_slowly_are_a_408(app: FastAPI) -> None:
 async def test_a_connection_that_never_speaks_is_closed_at_the_header_deadline(
     app: FastAPI,
 ) -> None:
-    protocol, transport = connect(app)
+    _, transport = connect(app)
     await asyncio.sleep(HEAD_S * 1.5)
     assert transport.closed and transport.written == b""
 
