@@ -19,6 +19,7 @@ from gateway.config import Settings
 from gateway.drain import Drain, DrainMiddleware
 from gateway.errors import GatewayError, InvalidRequest
 from gateway.observability.access import AccessMiddleware
+from gateway.observability.deadline import BodyDeadlineMiddleware
 from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.middleware import InFlightLimitMiddleware, RequestIdMiddleware
 from gateway.routes import audio, chat, health, metrics, models, openapi, ui
@@ -85,29 +86,38 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     app = FastAPI(title="multimodal-gateway", lifespan=lifespan, docs_url="/docs")
     app.openapi = lambda: openapi.build(app)  # type: ignore[method-assign]
     app.state.metrics = gateway_metrics
-    app.include_router(chat.router)
-    app.include_router(audio.router)
-    app.include_router(models.router)
-    app.include_router(health.router)
-    app.include_router(ui.router)
+    routers = [chat.router, audio.router, models.router, health.router, ui.router]
     if settings.observability.metrics:
-        app.include_router(metrics.router)
+        routers.append(metrics.router)
+    for router in routers:
+        app.include_router(router)
+    # What a request refused before routing (401, 429; the protocol's 408 and 431) is counted
+    # under: the endpoint its method and path match.
+    app.state.endpoints = [route for router in routers for route in router.routes]
     app.add_exception_handler(GatewayError, _gateway_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(Exception, _unexpected_error)
-    # Added innermost first: request id -> access log and metrics -> drain -> API key ->
-    # in-flight cap.
+    # Added innermost first: request id -> access log and metrics -> drain -> API key -> body
+    # deadlines -> in-flight cap (a slot is taken once the body is in, so the deadlines
+    # bound the phase before it).
+    server = settings.server
     app.add_middleware(
-        InFlightLimitMiddleware,
-        limit=settings.server.max_in_flight,
-        gauge=gateway_metrics.in_flight,
+        InFlightLimitMiddleware, limit=server.max_in_flight, gauge=gateway_metrics.in_flight
+    )
+    app.add_middleware(
+        BodyDeadlineMiddleware, total_s=server.body_timeout_s, idle_s=server.body_idle_timeout_s
     )
     app.add_middleware(ApiKeyMiddleware, keys=settings.api_keys)
     app.state.drain = Drain()  # started by the server on SIGTERM (drain.draining_server)
     app.add_middleware(DrainMiddleware, drain=app.state.drain)
     observability = settings.observability
     body_bytes = observability.log_body_max_bytes if observability.log_bodies else 0
-    app.add_middleware(AccessMiddleware, metrics=gateway_metrics, log_body_bytes=body_bytes)
+    app.add_middleware(
+        AccessMiddleware,
+        metrics=gateway_metrics,
+        log_body_bytes=body_bytes,
+        routes=app.state.endpoints,
+    )
     app.add_middleware(RequestIdMiddleware)
     return app

@@ -7,11 +7,14 @@ import importlib.util
 import math
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway.config import ServedModel, Settings, load_settings
 from gateway.observability.logging import configure_logging
 from server_repo.trtllm import cli as trtllm_cli
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -58,17 +61,33 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 
 def fast_server_options() -> dict[str, Any]:
-    """uvloop and httptools when installed (``uvicorn[standard]`` brings both), said explicitly.
+    """uvloop when installed (``uvicorn[standard]`` brings it), said explicitly.
 
-    uvicorn's ``auto`` picks the same when they import and silently falls back to asyncio
-    and h11 otherwise; naming them keeps the per-chunk path the benchmarks measured.
+    uvicorn's ``auto`` picks it when it imports and silently falls back to asyncio otherwise;
+    naming it keeps the per-chunk path the benchmarks measured. The HTTP protocol is always
+    the gateway's own (httptools, which ``uvicorn[standard]`` brings too, with the request
+    head bounded: ``gateway/server/``).
     """
     options: dict[str, Any] = {}
     if importlib.util.find_spec("uvloop") is not None:
         options["loop"] = "uvloop"
-    if importlib.util.find_spec("httptools") is not None:
-        options["http"] = "httptools"
     return options
+
+
+def uvicorn_options(settings: Settings, app: FastAPI, log_level: str) -> dict[str, Any]:
+    """Everything ``mmgw serve`` passes to ``uvicorn.run`` besides the app."""
+    from gateway.server import protocol_class
+
+    return {
+        "host": settings.server.host,
+        "port": settings.server.port,
+        **fast_server_options(),
+        "http": protocol_class(settings.server, app),
+        "log_level": log_level,
+        "log_config": None,  # configure_logging owns the handlers: one format for all
+        "access_log": False,  # the gateway writes its own access line, with timings and sizes
+        "timeout_graceful_shutdown": math.ceil(settings.server.drain_timeout_s),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,18 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     from gateway.drain import draining_server
 
     app = create_app(settings)
+    options = uvicorn_options(settings, app, args.log_level)
     drain_s = settings.server.drain_timeout_s
-    config = uvicorn.Config(
-        app,
-        host=settings.server.host,
-        port=settings.server.port,
-        **fast_server_options(),
-        log_level=args.log_level,
-        log_config=None,  # configure_logging above owns the handlers: one format for all
-        access_log=False,  # the gateway writes its own access line, with timings and sizes
-        timeout_graceful_shutdown=math.ceil(drain_s),
-    )
-    draining_server(config, app.state.drain, drain_s).run()
+    draining_server(uvicorn.Config(app, **options), app.state.drain, drain_s).run()
     return 0
 
 

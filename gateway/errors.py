@@ -23,7 +23,9 @@ The tree:
     │   │                                 outside the allowlist
     │   ├── ModelNotFound             404 no served model has that id
     │   ├── AuthenticationError       401 missing or wrong API key
-    │   └── RateLimited               429 too many requests in flight
+    │   ├── RequestTimeout            408 the request's head or body came too slowly
+    │   ├── RateLimited               429 too many requests in flight
+    │   └── HeaderFieldsTooLarge      431 too many header fields, or too many header bytes
     ├── UpstreamError                 503 Triton is not serving
     │   ├── UpstreamUnavailable       503 Triton is down, restarting or not ready (Retry-After)
     │   ├── UpstreamTimeout           504 Triton went silent: no token within the idle
@@ -146,12 +148,26 @@ class AuthenticationError(ClientError):
     default_code = "invalid_api_key"
 
 
+class RequestTimeout(ClientError):
+    """The request's headers or body did not arrive within the server's deadlines."""
+
+    status_code = 408
+    default_code = "request_timeout"
+
+
 class RateLimited(ClientError):
     """The in-flight request cap is reached; retry later."""
 
     status_code = 429
     error_type = "rate_limit_error"
     default_code = "rate_limit_exceeded"
+
+
+class HeaderFieldsTooLarge(ClientError):
+    """The request head has more header fields, or more bytes, than the server takes."""
+
+    status_code = 431
+    default_code = "request_header_fields_too_large"
 
 
 class UpstreamError(GatewayError):

@@ -41,13 +41,29 @@ log = logging.getLogger(__name__)
 
 
 class ServerSettings(Strict):
-    """Where the gateway itself listens."""
+    """Where the gateway itself listens, and what a connection may cost it.
+
+    The head limits and the header deadline are enforced by the HTTP protocol
+    (``gateway/server/``), before the app sees the request; the body deadlines by the app, as
+    it reads the body. A request holds an in-flight slot only once its body is in.
+    """
 
     host: str = DEFAULT_HOST
     port: int = Field(DEFAULT_PORT, ge=0, le=65535)
     max_body_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     max_in_flight: int = Field(512, ge=1)
     drain_timeout_s: float = Field(30.0, ge=0)
+    # Apache's LimitRequestFields; an OpenAI SDK request carries about 15.
+    max_headers: int = Field(100, ge=8)
+    # The request line and every header field together: room for long tokens and cookies, and
+    # bounds what a connection buffers before the app runs.
+    max_header_bytes: int = Field(64 * 1024, ge=4096)
+    # From a request's first byte (a new connection's opening) to its last header byte.
+    header_timeout_s: float = Field(10.0, gt=0)
+    # From the end of the headers to the body's last byte, and the longest wait for its next
+    # bytes: 64 MiB in 60 s needs 9 Mbit/s; a stall of 15 s outlasts TCP's retransmissions.
+    body_timeout_s: float = Field(60.0, gt=0)
+    body_idle_timeout_s: float = Field(15.0, gt=0)
 
 
 class EmbeddedSettings(Strict):

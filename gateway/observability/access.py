@@ -1,7 +1,8 @@
 """Pure-ASGI access middleware: a ``RequestRecord`` per request, then its metrics and log line.
 
-It sits inside ``RequestIdMiddleware`` (so the id is known) and outside the API-key and
-in-flight middleware (so their 401s and 429s are counted and logged too). It only watches
+It sits inside ``RequestIdMiddleware`` (so the id is known) and outside the API-key,
+body-deadline and in-flight middleware (so their 401s, 408s and 429s are counted and logged
+too, under the endpoint they were for). It only watches
 the ``send`` channel: the status, the bytes, and for error responses the OpenAI error code
 read from the (small) JSON body, so no handler has to report its error twice. A streamed
 answer is complete when the wrapped app returns, so durations include the whole stream.
@@ -13,8 +14,10 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Sequence
 
 from starlette.requests import ClientDisconnect
+from starlette.routing import BaseRoute, Match
 
 from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.middleware import ASGIApp, Message, Receive, Scope, Send
@@ -43,13 +46,38 @@ def error_code_of(body: bytes) -> str | None:
     return str(code)[:64] if code else None
 
 
+def endpoint_of(scope: Scope, routes: Sequence[BaseRoute] = ()) -> str:
+    """The ``endpoint`` label: the path of the route that served the request or, for one
+    refused before routing (the API key's 401, the in-flight cap's 429, the protocol's 408 and
+    431), of the first of ``routes`` its method and path match (its path alone: a 405);
+    ``unmatched`` for a path no route has (one label, so random paths mint no series)."""
+    path = getattr(scope.get("route"), "path", None)
+    if path:
+        return str(path)
+    partial = None
+    for route in routes:
+        match, _ = route.matches(scope)
+        if match is Match.FULL:
+            return str(getattr(route, "path", None) or "unmatched")
+        if match is Match.PARTIAL and partial is None:
+            partial = getattr(route, "path", None)
+    return str(partial or "unmatched")
+
+
 class AccessMiddleware:
     """Times, counts and logs every HTTP request."""
 
-    def __init__(self, app: ASGIApp, metrics: GatewayMetrics, log_body_bytes: int = 0) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        metrics: GatewayMetrics,
+        log_body_bytes: int = 0,
+        routes: Sequence[BaseRoute] = (),
+    ) -> None:
         self.app = app
         self.metrics = metrics
         self.log_body_bytes = log_body_bytes
+        self.routes = routes  # to name the endpoint of a request refused before routing
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -85,8 +113,7 @@ class AccessMiddleware:
                 record.error_code = record.error_code or "internal_error"
             raise
         finally:
-            route = scope.get("route")
-            record.endpoint = getattr(route, "path", None) or "unmatched"
+            record.endpoint = endpoint_of(scope, self.routes)
             self._finish(record)
 
     def _finish(self, record: RequestRecord) -> None:

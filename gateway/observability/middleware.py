@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
 
 from prometheus_client import Gauge
 
-from gateway.errors import RateLimited
+from gateway.errors import GatewayError, RateLimited
 from gateway.observability.logging import REQUEST_ID
 
 Scope = MutableMapping[str, Any]
@@ -58,8 +58,23 @@ class RequestIdMiddleware:
             REQUEST_ID.reset(token)
 
 
+def has_body(scope: Scope) -> bool:
+    """Whether the request's headers announce a body (HTTP/1.1: a length above 0, or chunks)."""
+    for name, value in scope.get("headers", ()):
+        if name == b"transfer-encoding" or (name == b"content-length" and value.strip() != b"0"):
+            return True
+    return False
+
+
 class InFlightLimitMiddleware:
     """Answer 429 once ``limit`` API requests are in flight, instead of queueing forever.
+
+    A request takes its slot once its body is in: when the body's last chunk is received (the
+    route reading it), or on arrival when the headers announce no body. A client that is still
+    sending, or has stopped sending, holds no slot (the body deadlines bound that phase), so
+    stuck uploads cannot lock real requests out. A refusal raised while the route reads the
+    body becomes the route's 429 through the app's error handler; ``Retry-After`` is added
+    here. The slot is given back when the app returns, whatever the path (cancellation too).
 
     ``gauge`` (the in-flight metric) follows the count, so dashboards see the same number
     the cap acts on.
@@ -71,28 +86,76 @@ class InFlightLimitMiddleware:
         self.in_flight = 0
         self.gauge = gauge
 
+    def _refusal(self) -> RateLimited:
+        return RateLimited(f"more than {self.limit} requests in flight; retry shortly")
+
+    def _take(self) -> bool:
+        if self.in_flight >= self.limit:
+            return False
+        self.in_flight += 1
+        if self.gauge is not None:
+            self.gauge.inc()
+        return True
+
+    def _give_back(self) -> None:
+        self.in_flight -= 1
+        if self.gauge is not None:
+            self.gauge.dec()
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not scope.get("path", "").startswith("/v1/"):
             await self.app(scope, receive, send)
             return
-        if self.in_flight >= self.limit:
-            error = RateLimited(f"more than {self.limit} requests in flight; retry shortly")
-            body = json.dumps(error.to_body()).encode()
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": error.status_code,
-                    "headers": [(b"content-type", b"application/json"), (b"retry-after", b"1")],
-                }
-            )
-            await send({"type": "http.response.body", "body": body})
+        if not has_body(scope):
+            if not self._take():
+                await send_error(send, self._refusal(), [RETRY_AFTER])
+                return
+            try:
+                await self.app(scope, receive, send)
+            finally:
+                self._give_back()
             return
-        self.in_flight += 1
-        if self.gauge is not None:
-            self.gauge.inc()
+        await self._after_body(scope, receive, send)
+
+    async def _after_body(self, scope: Scope, receive: Receive, send: Send) -> None:
+        held = refused = False
+
+        async def receive_then_take() -> Message:
+            nonlocal held, refused
+            message = await receive()
+            last = message["type"] == "http.request" and not message.get("more_body", False)
+            if last and not held:
+                held = self._take()
+                refused = not held
+                if refused:
+                    raise self._refusal()
+            return message
+
+        async def send_retry_after(message: Message) -> None:
+            if message["type"] == "http.response.start" and refused:
+                message["headers"] = [*message.get("headers", []), RETRY_AFTER]
+            await send(message)
+
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, receive_then_take, send_retry_after)
         finally:
-            self.in_flight -= 1
-            if self.gauge is not None:
-                self.gauge.dec()
+            if held:
+                self._give_back()
+
+
+RETRY_AFTER = (b"retry-after", b"1")
+
+
+async def send_error(
+    send: Send, error: GatewayError, headers: Sequence[tuple[bytes, bytes]] = ()
+) -> None:
+    """``error`` as a whole JSON response (its OpenAI error object)."""
+    body = json.dumps(error.to_body()).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": error.status_code,
+            "headers": [(b"content-type", b"application/json"), *headers],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

@@ -139,3 +139,22 @@ async def test_a_client_gone_mid_response_is_counted_as_cancelled_not_500() -> N
     got = samples(metrics)
     key = (("code", "cancelled"), ("endpoint", "unmatched"), ("model", ""), ("status", "200"))
     assert got[("mmgw_requests_total", key)] == 1
+
+
+async def test_a_request_refused_before_routing_counts_under_its_endpoint() -> None:
+    """A 429 (or 401) answered before the router runs names the route it was for."""
+
+    async def refuse(scope, receive, send) -> None:
+        await send({"type": "http.response.start", "status": 429, "headers": []})
+        await send({"type": "http.response.body", "body": b'{"error": {"code": "busy"}}'})
+
+    metrics = GatewayMetrics()
+    routes = [Route("/v1/chat", chat, methods=["POST"]), Route("/items/{item}", items)]
+    app = AccessMiddleware(refuse, metrics, routes=routes)
+    await post(app, "/v1/chat")
+    await post(app, "/items/7")  # the path matches, the method does not: still that route
+    await post(app, "/nowhere")
+    got = samples(metrics)
+    for endpoint in ("/v1/chat", "/items/{item}", "unmatched"):
+        key = (("code", "busy"), ("endpoint", endpoint), ("model", ""), ("status", "429"))
+        assert got[("mmgw_requests_total", key)] == 1, endpoint
