@@ -22,7 +22,7 @@ from gateway.observability.access import AccessMiddleware
 from gateway.observability.deadline import BodyDeadlineMiddleware
 from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.middleware import InFlightLimitMiddleware, RequestIdMiddleware
-from gateway.routes import audio, chat, health, metrics, models, openapi, ui
+from gateway.routes import audio, chat, docs, health, metrics, models, openapi, ui
 from gateway.runtime import Runtime, build_runtime
 
 log = logging.getLogger(__name__)
@@ -83,10 +83,17 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
             if owned:
                 await app.state.runtime.aclose()
 
-    app = FastAPI(title="multimodal-gateway", lifespan=lifespan, docs_url="/docs")
+    app = FastAPI(
+        title="multimodal-gateway",
+        version=docs.gateway_version(),
+        lifespan=lifespan,
+        docs_url=None,  # served offline by routes/docs.py
+        redoc_url=None,  # ReDoc would load from a CDN
+    )
+    app.mount(docs.ASSETS, docs.assets(), name="docs-assets")
     app.openapi = lambda: openapi.build(app)  # type: ignore[method-assign]
     app.state.metrics = gateway_metrics
-    routers = [chat.router, audio.router, models.router, health.router, ui.router]
+    routers = [chat.router, audio.router, models.router, health.router, ui.router, docs.router]
     if settings.observability.metrics:
         routers.append(metrics.router)
     for router in routers:

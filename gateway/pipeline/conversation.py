@@ -100,25 +100,27 @@ def _turn(role: str, text: str, media: list[MediaPart]) -> Turn:
 
 
 def parse_messages(messages: list[ChatMessage]) -> ParsedChat:
-    """Fold system/developer messages into one system text; keep the turns in order."""
+    """Fold system/developer messages into one system text; keep the turns in order.
+
+    As OpenAI does, a system message may come after the first turn (its text joins the
+    system text: the families' templates hold one system prompt), and a conversation may be
+    system messages only (their text is then the user's turn: the templates need one).
+    """
     system_parts: list[str] = []
     turns: list[Turn] = []
     media: list[MediaPart] = []
     for index, message in enumerate(messages):
         text, message_media = _message_parts(message, index)
         if message.role in ("system", "developer"):
-            if turns:
-                raise InvalidRequest(
-                    "system messages must come before the conversation's turns",
-                    param=f"messages[{index}]",
-                )
             system_parts.append(text)
             continue
         if not text and not message_media:
             raise InvalidRequest(f"messages[{index}] has no content", param=f"messages[{index}]")
         turns.append(_turn(message.role, text, message_media))
         media.extend(message_media)
-    if not turns:
-        raise InvalidRequest("the conversation needs at least one user message", param="messages")
     system = "\n".join(p for p in system_parts if p) or None
+    if not turns:
+        if system is None:
+            raise InvalidRequest("the conversation has no text", param="messages")
+        return ParsedChat(Conversation(system=None, turns=(Turn("user", system),)))
     return ParsedChat(Conversation(system=system, turns=tuple(turns)), tuple(media))

@@ -179,13 +179,17 @@ async def decode_upload(data: bytes, runtime: Runtime) -> np.ndarray:
     """An uploaded audio file -> 16 kHz mono samples, in the offload pool, within the limits."""
     metrics = runtime.metrics
     metrics.media_fetched("audio", 0.0, len(data))  # an upload: its bytes are already here
-    item: PreparedItem = await runtime.offload.run(
-        prepare_audio,
-        data,
-        runtime.settings.media.audio_limits(),
-        what="the audio",
-        on_wait=lambda seconds: metrics.queued("decode", seconds),
-    )
+    try:
+        item: PreparedItem = await runtime.offload.run(
+            prepare_audio,
+            data,
+            runtime.settings.media.audio_limits(),
+            what="the audio",
+            on_wait=lambda seconds: metrics.queued("decode", seconds),
+        )
+    except GatewayError as exc:
+        exc.param = exc.param or "file"  # the form field the upload came in
+        raise
     metrics.media_decoded("audio", item.decode_s, 0)
     return item.array
 

@@ -36,6 +36,8 @@ class TranscriptionRequest(BaseModel):
     timestamp_granularities: list[Granularity] = Field(default_factory=list, max_length=2)
     stream: bool = False
     chunking_strategy: str | None = None
+    # vLLM's: the most tokens the transcript may have (None: the whole clip).
+    max_completion_tokens: int | None = Field(None, ge=1, le=2**31 - 1)
 
     @field_validator("language", "prompt", "chunking_strategy", mode="before")
     @classmethod

@@ -69,7 +69,7 @@ def _validate(fields: dict) -> TranscriptionRequest:
 
 def _job(body: TranscriptionRequest, task: Task) -> TranscriptionJob:
     timestamps = body.wants_segments or "segment" in body.timestamp_granularities
-    speech = SpeechOptions(task, body.language, body.prompt, timestamps)
+    speech = SpeechOptions(task, body.language, body.prompt, timestamps, body.max_completion_tokens)
     return TranscriptionJob(speech, Sampling(temperature=body.temperature))
 
 

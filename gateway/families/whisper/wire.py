@@ -110,6 +110,7 @@ class DirectReader:
     echoed: tuple[int, ...] = ()
     tokens: int = 0
     _kept: list[int] = field(default_factory=list)
+    _pieces: list[str] = field(default_factory=list)
     _ended: bool = False
     _decoder: codecs.IncrementalDecoder = field(
         default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -128,13 +129,14 @@ class DirectReader:
             if not self._ended:
                 self._kept.append(token)
                 pieces.append(self._decoder.decode(self.tokenizer.token_bytes(token)))
-        return "".join(pieces)
+        text = "".join(pieces)
+        self._pieces.append(text)
+        return text
 
     def close(self) -> WindowOutput:
-        tail = self._decoder.decode(b"", final=True)
-        del tail  # an unfinished character at the very end is dropped, as Whisper does
-        kept = tuple(self._kept)
-        return WindowOutput(kept, self.tokenizer.decode(list(kept)), self.tokens)
+        # The text is what was streamed: an unfinished character at the very end (a window
+        # cut by max_tokens mid-character) is dropped, not written as U+FFFD.
+        return WindowOutput(tuple(self._kept), "".join(self._pieces), self.tokens)
 
 
 @dataclass

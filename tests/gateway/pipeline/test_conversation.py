@@ -77,10 +77,14 @@ def test_images_in_assistant_messages_are_refused() -> None:
         )
 
 
-def test_system_after_turns_and_empty_messages_are_refused() -> None:
-    with pytest.raises(InvalidRequest):
-        parse([{"role": "user", "content": "hi"}, {"role": "system", "content": "late"}])
+def test_late_system_text_joins_the_system_prompt_and_system_only_is_the_user_turn() -> None:
+    late = parse([{"role": "user", "content": "hi"}, {"role": "system", "content": "late"}])
+    assert late.conversation.system == "late" and len(late.conversation.turns) == 1
+    alone = parse([{"role": "system", "content": "only system"}])
+    assert alone.conversation.system is None
+    assert alone.conversation.turns[0].role == "user"
+    assert alone.conversation.turns[0].text == "only system"
     with pytest.raises(InvalidRequest):
         parse([{"role": "user", "content": ""}])
     with pytest.raises(InvalidRequest):
-        parse([{"role": "system", "content": "only system"}])
+        parse([{"role": "system", "content": ""}])

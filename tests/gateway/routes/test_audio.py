@@ -221,3 +221,24 @@ async def test_a_chat_request_to_a_speech_model_answers_the_transcript(
             "total_tokens": prompt + completion,
         }
     assert text == SPOKEN.strip()
+
+
+async def test_max_completion_tokens_caps_the_transcript(
+    http: httpx.AsyncClient, fake: FakeTriton
+) -> None:
+    """vLLM's field on /v1/audio/*: honoured, never ignored (the window is asked for no more,
+    and the relay stops at it)."""
+    response = await http.post(
+        URL, data=form(language="de", max_completion_tokens="4"), files=upload(),
+        headers={"X-Request-Id": "cap"},
+    )  # fmt: skip
+    assert response.status_code == 200, response.text
+    text = response.json()["text"]
+    assert 0 < len(text.encode()) <= 4 and SPOKEN.strip().startswith(text)
+    assert fake.request("cap-w0").scalar("request_output_len") == 4
+
+
+async def test_an_undecodable_upload_names_the_file_field(http: httpx.AsyncClient) -> None:
+    response = await http.post(URL, data=form(), files=upload(b"RIFF" + bytes(200)))
+    assert response.status_code == 400
+    assert response.json()["error"]["param"] == "file"

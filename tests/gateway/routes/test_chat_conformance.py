@@ -91,3 +91,27 @@ async def test_continuous_usage_stats_is_refused(http: httpx.AsyncClient) -> Non
     body = chat(stream=True, stream_options={"include_usage": True, "continuous_usage_stats": True})
     error = assert_openai_error(await http.post(URL, json=body), 400, "unsupported_parameter")
     assert error["param"] == "stream_options.continuous_usage_stats"
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [{"role": "system", "content": "You are terse."}],
+        [{"role": "system", "content": "a"}, {"role": "developer", "content": "b"}],
+        [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "hello"},
+            {"role": "system", "content": "now answer in French"},
+            {"role": "user", "content": "and then?"},
+        ],
+    ],
+    ids=["system-only", "system-and-developer-only", "system-after-turns"],
+)
+async def test_system_messages_anywhere_are_accepted_as_openai_does(
+    http: httpx.AsyncClient, fake: FakeTriton, messages: list
+) -> None:
+    response = await http.post(URL, json={"model": "fake-llava", "messages": messages})
+    assert response.status_code == 200, response.text
+    prompt = fake.requests[-1].inputs["text_input"].reshape(-1)[0].decode()
+    for message in messages:
+        assert message["content"] in prompt  # every message's text reaches the model

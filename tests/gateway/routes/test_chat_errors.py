@@ -151,12 +151,11 @@ async def test_a_speech_model_needs_audio(http: httpx.AsyncClient) -> None:
 @pytest.mark.parametrize(
     ("messages", "param"),
     [
-        ([{"role": "user", "content": "a"}, {"role": "system", "content": "b"}], "messages[1]"),
-        ([{"role": "system", "content": "only a system message"}], "messages"),
+        ([{"role": "system", "content": ""}], "messages"),
         ([{"role": "user", "content": ""}], "messages[0]"),
         ([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}], "messages"),
     ],
-    ids=["system-after-turns", "no-user-turn", "empty-message", "assistant-last"],
+    ids=["no-text-at-all", "empty-message", "assistant-last"],
 )
 async def test_conversations_the_model_cannot_take(
     http: httpx.AsyncClient, messages: list, param: str

@@ -47,6 +47,7 @@ OPERATIONS = {
     ("GET", "/v1/models/{model_id}"): 50,
     ("GET", "/health"): 5,
     ("GET", "/health/live"): 5,
+    ("GET", "/version"): 5,
 }
 SERVED = [model.id for model in served_models("unused")]  # fake-llava first: the simplest
 CHECKS = [
