@@ -4,7 +4,7 @@ conversation to the tensors the gateway would send (the pipeline's own functions
 ``ensemble`` declares what NVIDIA's ``all_models/multimodal/ensemble`` declares (v0.19 names,
 the newer 5-D image inputs); ``bls`` adds the ``tensorrt_llm_bls`` extras (LoRA,
 ``exclude_input_in_output``). A family test renders its conversation, prepares its images
-through its own module, lets ``pipeline.chat._draft`` pick the inputs and
+through its own module, lets ``pipeline.generation.draft`` pick the inputs and
 ``build_inputs`` name and type them, then reads every tensor back.
 """
 
@@ -21,7 +21,7 @@ from gateway.config import ServedModel
 from gateway.families.base import Conversation, Turn
 from gateway.families.calls import GenerationRequest
 from gateway.families.registry import get_family
-from gateway.pipeline.chat import _draft
+from gateway.pipeline.generation import draft
 from gateway.pipeline.media import PreparedMedia
 from gateway.protocol.chat import ChatCompletionRequest
 from gateway.runtime import ServedRuntime
@@ -116,7 +116,8 @@ def generation(
     runtime = SimpleNamespace(settings=SimpleNamespace(generation=SimpleNamespace(max_tokens=64)))
     text = family.render(chat)
     stops = tuple(family.stop_strings)
-    return _draft(request, served, runtime, True, text, media, stops, None)  # type: ignore[arg-type]
+    requested = (request.requested_max_tokens, "max_tokens")
+    return draft(request, served, runtime, True, text, requested, media, stops)  # type: ignore[arg-type]
 
 
 def sent(
