@@ -136,6 +136,17 @@ class Outcome:
 
 
 @dataclass(frozen=True)
+class Choice:
+    """One item of choice ``index``: a text piece, or the choice's ``Outcome``."""
+
+    index: int
+    item: str | Outcome
+
+    def __bool__(self) -> bool:
+        return True
+
+
+@dataclass(frozen=True)
 class Plan:
     """The calls one request makes and how their outputs combine.
 

@@ -25,7 +25,6 @@ from gateway.runtime import Runtime
 def refuse_unsupported(request: ChatCompletionRequest) -> None:
     """OpenAI parameters the engine cannot honour: a 400 naming them, never a silent drop."""
     refusals = {
-        "n": ("only n=1 is supported", request.n != 1),
         "tools": ("tool calling is not supported by this gateway", bool(request.tools)),
         "functions": ("function calling is not supported", bool(request.functions)),
         "logprobs": ("logprobs are not supported", bool(request.logprobs)),
@@ -54,8 +53,9 @@ def refuse_unsupported(request: ChatCompletionRequest) -> None:
         )
 
 
-async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> Prepared:
-    """Validate, fetch and preprocess media, render the prompt and plan every call."""
+async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> list[Prepared]:
+    """Validate, fetch and preprocess media, render the prompt and plan every call: one
+    ``Prepared`` per choice (``n``), sharing the media (and so its KV-cache id)."""
     served = runtime.model(request.model)
     refuse_unsupported(request)
     parsed = parse_messages(request.messages)
@@ -75,10 +75,14 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> Prep
     stops = tuple(dict.fromkeys([*request.stop_list, *family.stop_strings]))
     param = "max_completion_tokens" if request.max_completion_tokens else "max_tokens"
     requested = (request.requested_max_tokens, param)
-    generation = draft(
-        request, served, runtime, contract.decoupled, text_input, requested, media, stops, lora
-    )
     audio = media.samples if media is not None else None
-    plan = await family_plan(served, generation, audio)
     timeouts = Timeouts.of(runtime.settings.upstream)
-    return prepared(served, contract, plan, stops, len(parsed.media), lora, timeouts)
+    choices = []
+    for choice in range(request.n):
+        generation = draft(
+            request, served, runtime, contract.decoupled, text_input, requested, media, stops,
+            lora, choice,
+        )  # fmt: skip
+        plan = await family_plan(served, generation, audio)
+        choices.append(prepared(served, contract, plan, stops, len(parsed.media), lora, timeouts))
+    return choices

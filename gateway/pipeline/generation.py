@@ -137,11 +137,12 @@ def end_ids(served: ServedRuntime) -> tuple[int | None, int | None]:
     return (end_id if isinstance(end_id, int) else None), pad_id
 
 
-def fresh_seed(request: TextFields) -> int | None:
-    """The request's seed, else a fresh one: TensorRT-LLM seeds every request 0 by default,
-    so two identical sampled requests would otherwise give the same text."""
+def fresh_seed(request: TextFields, choice: int = 0) -> int | None:
+    """The request's seed (plus the choice's index, so ``n`` choices differ, reproducibly),
+    else a fresh one: TensorRT-LLM seeds every request 0 by default, so two identical
+    sampled requests would otherwise give the same text."""
     if request.seed is not None:
-        return request.seed
+        return (request.seed + choice) % 2**64
     if request.temperature == 0:
         return None  # greedy: the seed changes nothing
     return secrets.randbits(63)
@@ -157,9 +158,11 @@ def draft(
     media: PreparedMedia | None = None,
     stops: Sequence[str] = (),
     lora: LoraChoice | None = None,
+    choice: int = 0,
 ) -> GenerationRequest:
     """The request's inputs in neutral names; ``build_inputs`` sends what the model declares.
-    ``requested``: the max tokens asked for and the field that asked (``max_tokens``...)."""
+    ``requested``: the max tokens asked for and the field that asked (``max_tokens``...).
+    ``choice``: which of the request's ``n`` choices: each gets a seed of its own."""
     family = served.family
     end_id, pad_id = end_ids(served)
     if request.ignore_eos:
@@ -170,7 +173,9 @@ def draft(
         text_input=text_input,
         max_tokens=max_tokens(*requested, served, cap),
         stream=stream,
-        sampling=Sampling(request.temperature, request.top_p, request.top_k, fresh_seed(request)),
+        sampling=Sampling(
+            request.temperature, request.top_p, request.top_k, fresh_seed(request, choice)
+        ),
         min_tokens=request.min_tokens,
         end_id=end_id,
         pad_id=pad_id,

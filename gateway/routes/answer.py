@@ -11,12 +11,17 @@ whole answer is collected under the same watch.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
 
 from fastapi import Request
 from fastapi.responses import Response
 
 from gateway.errors import UpstreamFailed
-from gateway.families.calls import Outcome
+from gateway.families.calls import Choice, Outcome
+from gateway.observability.record import RequestRecord
+from gateway.pipeline.choices import merged
+from gateway.pipeline.relay import Prepared, relay
 from gateway.streaming.disconnect import ClientDisconnected, DisconnectWatch
 from gateway.streaming.response import EventStreamResponse
 from gateway.streaming.sse import EventFormat, first_item, stream_events
@@ -24,23 +29,41 @@ from gateway.streaming.sse import EventFormat, first_item, stream_events
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 CLIENT_CLOSED_REQUEST = 499  # nginx's status for a client that left; nobody reads it
 
-Events = AsyncIterator[str | Outcome]
+Events = AsyncIterator[str | Outcome] | AsyncIterator[Choice | Outcome]
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A whole non-streamed answer: each choice's text and outcome, and the request's."""
+
+    texts: list[str]
+    outcomes: list[Outcome]
+    total: Outcome
+
+
+def relays(prepared: list[Prepared], request_id: str, record: RequestRecord) -> Events:
+    """One choice: its relay as is (the per-token fast path); several: merged, each with a
+    Triton request id of its own."""
+    if len(prepared) == 1:
+        return relay(prepared[0], request_id, record)
+    streams = [relay(p, f"{request_id}-{i}", record) for i, p in enumerate(prepared)]
+    return merged(streams, record)
 
 
 async def answer(
     request: Request,
     begin: Callable[[], Awaitable[Events]],
     stream: EventFormat | None,
-    body: Callable[[str, Outcome], Response],
+    body: Callable[[Answer], Response],
 ) -> Response:
-    """``begin()`` prepares the request and returns the relay; ``stream`` given: SSE in that
-    format, otherwise ``body(text, outcome)``."""
+    """``begin()`` prepares the request and returns its events; ``stream`` given: SSE in that
+    format, otherwise ``body(answer)``."""
     watch = DisconnectWatch(request.receive)
     try:
         if stream is None:
-            text, outcome = await watch.run(_whole(begin))
+            whole = await watch.run(_whole(begin))
             await watch.close()
-            return body(text, outcome)
+            return body(whole)
         events, first = await watch.run(_first(begin))
     except ClientDisconnected:
         await watch.close()
@@ -52,23 +75,34 @@ async def answer(
     return EventStreamResponse(frames, SSE_HEADERS, watch)  # it watches on, then closes it
 
 
-async def _first(begin: Callable[[], Awaitable[Events]]) -> tuple[Events, str | Outcome]:
+async def _first(begin: Callable[[], Awaitable[Events]]) -> tuple[Events, Any]:
     events = await begin()
     return events, await first_item(events)
 
 
-async def _whole(begin: Callable[[], Awaitable[Events]]) -> tuple[str, Outcome]:
+async def _whole(begin: Callable[[], Awaitable[Events]]) -> Answer:
     return await collect(await begin())
 
 
-async def collect(events: Events) -> tuple[str, Outcome]:
+async def collect(events: Events) -> Answer:
     """The whole answer of a non-streamed request (the relay is closed on every path)."""
-    texts: list[str] = []
+    texts: dict[int, list[str]] = {}
+    outcomes: dict[int, Outcome] = {}
     try:
         async for item in events:
             if isinstance(item, Outcome):
-                return "".join(texts), item
-            texts.append(item)
+                if not outcomes:  # one choice: its outcome is the request's
+                    outcomes[0] = item
+                count = len(outcomes)
+                joined = ["".join(texts.get(i, [])) for i in range(count)]
+                return Answer(joined, [outcomes[i] for i in range(count)], item)
+            if isinstance(item, Choice):
+                if isinstance(item.item, Outcome):
+                    outcomes[item.index] = item.item
+                else:
+                    texts.setdefault(item.index, []).append(item.item)
+            else:
+                texts.setdefault(0, []).append(item)
     finally:
-        await events.aclose()  # type: ignore[attr-defined]
+        await events.aclose()  # type: ignore[union-attr]
     raise UpstreamFailed("the generation ended without an outcome")

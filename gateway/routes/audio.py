@@ -8,7 +8,7 @@ from pydantic import ValidationError
 
 from gateway.errors import InvalidRequest, MediaDecodeError, UpstreamFailed
 from gateway.families.base import SpeechOptions
-from gateway.families.calls import Outcome, Sampling, Task, Transcript
+from gateway.families.calls import Sampling, Task, Transcript
 from gateway.observability.record import record_of
 from gateway.pipeline.relay import relay
 from gateway.pipeline.transcribe import (
@@ -18,7 +18,7 @@ from gateway.pipeline.transcribe import (
 )
 from gateway.protocol.audio import UNSUPPORTED_FIELDS, TranscriptionRequest
 from gateway.routes import openapi
-from gateway.routes.answer import Events, answer
+from gateway.routes.answer import Answer, Events, answer
 from gateway.routes.form import read_form
 from gateway.streaming import transcript as formats
 
@@ -93,10 +93,10 @@ async def _serve(request: Request, task: Task) -> Response:
         prepared = await prepare_transcription(served, job, upload, runtime, body.stream)
         return relay(prepared, request.state.request_id, record)
 
-    def transcript_body(text: str, outcome: Outcome) -> Response:
-        if outcome.transcript is None:
+    def transcript_body(whole: Answer) -> Response:
+        if whole.total.transcript is None:
             raise UpstreamFailed("the transcription ended without a transcript")
-        return _response(outcome.transcript, body)
+        return _response(whole.total.transcript, body)
 
     stream = formats.TranscriptEvents() if body.stream else None
     return await answer(request, begin, stream, transcript_body)

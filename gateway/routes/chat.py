@@ -5,13 +5,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from gateway.families.calls import Outcome
 from gateway.observability.record import record_of
 from gateway.pipeline.chat import prepare_chat
-from gateway.pipeline.relay import relay
 from gateway.protocol.chat import ChatCompletionRequest
 from gateway.routes import openapi
-from gateway.routes.answer import Events, answer
+from gateway.routes.answer import Answer, Events, answer, relays
 from gateway.routes.body import parse_body
 from gateway.streaming.chunks import ChunkWriter, completion_body, new_completion_id
 
@@ -29,14 +27,16 @@ async def chat_completions(request: Request) -> Response:
 
     async def begin() -> Events:
         prepared = await prepare_chat(body, runtime)
-        record.media_items = prepared.media_items
-        return relay(prepared, request.state.request_id, record)
+        record.media_items = prepared[0].media_items
+        return relays(prepared, request.state.request_id, record)
 
-    writer = ChunkWriter(completion_id, body.model, include_usage=body.include_usage)
+    writer = ChunkWriter(
+        completion_id, body.model, include_usage=body.include_usage, choices=body.n
+    )
 
-    def json_body(text: str, outcome: Outcome) -> Response:
-        return JSONResponse(
-            completion_body(completion_id, body.model, text, outcome.finish_reason, outcome.usage)
-        )
+    def json_body(whole: Answer) -> Response:
+        reasons = [o.finish_reason for o in whole.outcomes]
+        usage = whole.total.usage
+        return JSONResponse(completion_body(completion_id, body.model, whole.texts, reasons, usage))
 
     return await answer(request, begin, writer if body.stream else None, json_body)

@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
-from gateway.families.calls import Outcome
+from gateway.families.calls import Choice, Outcome
 from gateway.protocol.common import UsageCounts
 
 DONE_FRAME = b"data: [DONE]\n\n"
@@ -37,10 +38,12 @@ class ChunkWriter:
         model: str,
         created: int | None = None,
         include_usage: bool = False,
+        choices: int = 1,
     ) -> None:
         self.completion_id = completion_id
         self.model = model
         self.include_usage = include_usage
+        self.choices = choices  # several: items come as ``Choice``s, each ending on its own
         self.created = created or int(time.time())
         head = {
             "id": completion_id,
@@ -70,30 +73,44 @@ class ChunkWriter:
 
     @property
     def start(self) -> bytes:
-        return self.role()
+        return b"".join(self.role(index) for index in range(self.choices))
 
-    def role(self) -> bytes:
+    def role(self, index: int = 0) -> bytes:
         delta = {"role": "assistant", "content": ""}
-        return self._chunk([{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}])
+        choice = {"index": index, "delta": delta, "logprobs": None, "finish_reason": None}
+        return self._chunk([choice])
 
-    def content(self, text: str) -> bytes:
-        return self._content_prefix + json.dumps(text).encode() + self._content_suffix
+    def content(self, item: str | Choice) -> bytes:
+        if isinstance(item, str):  # one choice: the per-token fast path
+            return self._content_prefix + json.dumps(item).encode() + self._content_suffix
+        if isinstance(item.item, Outcome):
+            return self.finish_chunk(item.item.finish_reason, item.index)
+        delta = {"content": item.item}
+        return self._chunk(
+            [{"index": item.index, "delta": delta, "logprobs": None, "finish_reason": None}]
+        )
 
     def finish(self, outcome: Outcome) -> bytes:
-        frames = self.finish_chunk(outcome.finish_reason)
+        """The end: the finish chunk (several choices sent theirs already), then usage."""
+        frames = self.finish_chunk(outcome.finish_reason) if self.choices == 1 else b""
         return frames + self.usage(outcome.usage) if self.include_usage else frames
 
-    def finish_chunk(self, reason: str) -> bytes:
-        return self._chunk([{"index": 0, "delta": {}, "logprobs": None, "finish_reason": reason}])
+    def finish_chunk(self, reason: str, index: int = 0) -> bytes:
+        choice = {"index": index, "delta": {}, "logprobs": None, "finish_reason": reason}
+        return self._chunk([choice])
 
     def usage(self, usage: UsageCounts) -> bytes:
         return self._chunk([], usage=usage.to_dict())
 
 
 def completion_body(
-    completion_id: str, model: str, text: str, finish_reason: str, usage: UsageCounts
+    completion_id: str,
+    model: str,
+    texts: Sequence[str],
+    finish_reasons: Sequence[str],
+    usage: UsageCounts,
 ) -> dict[str, Any]:
-    """The non-streamed ``chat.completion`` object."""
+    """The non-streamed ``chat.completion`` object, one choice per text."""
     return {
         "id": completion_id,
         "object": "chat.completion",
@@ -101,11 +118,12 @@ def completion_body(
         "model": model,
         "choices": [
             {
-                "index": 0,
+                "index": index,
                 "message": {"role": "assistant", "content": text, "refusal": None},
                 "logprobs": None,
-                "finish_reason": finish_reason,
+                "finish_reason": reason,
             }
+            for index, (text, reason) in enumerate(zip(texts, finish_reasons, strict=True))
         ],
         "usage": usage.to_dict(),
     }

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from gateway.errors import GatewayError, UpstreamFailed
 from gateway.families.calls import Outcome
@@ -32,7 +32,7 @@ class EventFormat(Protocol):
     @property
     def done(self) -> bytes: ...  # the terminator after the last frame (chat: [DONE])
 
-    def content(self, text: str) -> bytes: ...
+    def content(self, item: Any) -> bytes: ...  # a text piece (or a choice's item)
 
     def finish(self, outcome: Outcome) -> bytes: ...
 
@@ -47,14 +47,14 @@ async def first_item(events: AsyncIterator[Item]) -> Item:
 
 
 async def stream_events(
-    first: str | Outcome, events: AsyncIterator[str | Outcome], form: EventFormat
+    first: Any, events: AsyncIterator[Any], form: EventFormat
 ) -> AsyncIterator[bytes]:
     """The relay's items as SSE frames. Frames that are ready together go out as one body (the
     opening with the first piece; the closing and the terminator): one socket write, and one
     wake-up of the client, each instead of two or three."""
     pending = form.start
     try:
-        item: str | Outcome | None = first
+        item: Any = first  # text pieces (or several choices' items), then one Outcome
         while item is not None:
             if isinstance(item, Outcome):
                 pending += form.finish(item)

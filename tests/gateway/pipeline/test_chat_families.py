@@ -94,17 +94,17 @@ async def test_video_to_a_family_without_video(runtime: Runtime) -> None:
 
 
 async def test_qwen2_vl_gets_no_extra_id_and_llava_next_gets_sizes(runtime: Runtime) -> None:
-    qwen = await prepare_chat(chat("qwen2_vl", "what?", png_url()), runtime)
+    (qwen,) = await prepare_chat(chat("qwen2_vl", "what?", png_url()), runtime)
     assert qwen.plan.calls[0].prompt_table_extra_id is None  # type: ignore[union-attr]
     assert qwen.plan.calls[0].images[1].shape == (1, 1, 504, 504, 3)  # type: ignore[union-attr,index]
-    nxt = await prepare_chat(chat("llava_next", "what?", png_url(64, 48)), runtime)
+    (nxt,) = await prepare_chat(chat("llava_next", "what?", png_url(64, 48)), runtime)
     assert nxt.plan.calls[0].prompt_table_extra_id is not None  # type: ignore[union-attr]
     name, sizes = nxt.plan.calls[0].image_sizes  # type: ignore[union-attr,misc]
     assert name == "image_sizes_input" and sizes.tolist() == [[[48, 64]]]
 
 
 async def test_deplot_sends_an_empty_prompt_and_its_ids(runtime: Runtime) -> None:
-    prepared = await prepare_chat(chat("deplot", "table?", png_url()), runtime)
+    (prepared,) = await prepare_chat(chat("deplot", "table?", png_url()), runtime)
     generation = prepared.plan.calls[0]  # type: ignore[union-attr]
     assert generation.text_input == "" and generation.end_id == 1 and generation.pad_id == 0
     assert generation.prompt_table_extra_id is None

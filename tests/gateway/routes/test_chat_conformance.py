@@ -115,3 +115,45 @@ async def test_system_messages_anywhere_are_accepted_as_openai_does(
     prompt = fake.requests[-1].inputs["text_input"].reshape(-1)[0].decode()
     for message in messages:
         assert message["content"] in prompt  # every message's text reaches the model
+
+
+async def test_n_choices_each_a_request_of_its_own_with_its_own_seed(
+    http: httpx.AsyncClient, fake: FakeTriton
+) -> None:
+    response = await http.post(
+        URL, json=chat(n=3, temperature=0.8, seed=40), headers={"X-Request-Id": "three"}
+    )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    answer = "".join(fake.script.tokens)
+    assert [(c["index"], c["message"]["content"]) for c in body["choices"]] == [
+        (i, answer) for i in range(3)
+    ]
+    assert sorted(r.request_id for r in fake.requests) == ["three-0", "three-1", "three-2"]
+    assert sorted(r.scalar("random_seed") for r in fake.requests) == [40, 41, 42]
+    assert body["usage"]["completion_tokens"] == 3 * len(fake.script.tokens)
+
+
+async def test_n_choices_stream_interleaved_with_their_own_index(
+    http: httpx.AsyncClient, fake: FakeTriton
+) -> None:
+    body = chat(n=3, stream=True, stream_options={"include_usage": True})
+    events = sse_payloads((await http.post(URL, json=body)).text)
+    assert events[-1] == "[DONE]"
+    chunks = events[:-1]
+    roles = [c for c in chunks if c["choices"] and "role" in c["choices"][0]["delta"]]
+    assert sorted(c["choices"][0]["index"] for c in roles) == [0, 1, 2]
+    for index in range(3):
+        mine = [
+            c["choices"][0] for c in chunks if c["choices"] and c["choices"][0]["index"] == index
+        ]
+        text = "".join(c["delta"].get("content") or "" for c in mine)
+        assert text == "".join(fake.script.tokens)
+        assert [c["finish_reason"] for c in mine if c["finish_reason"]] == ["stop"]
+    assert chunks[-1]["choices"] == []
+    assert chunks[-1]["usage"]["completion_tokens"] == 3 * len(fake.script.tokens)
+
+
+async def test_too_many_choices_is_a_400(http: httpx.AsyncClient) -> None:
+    error = assert_openai_error(await http.post(URL, json=chat(n=17)), 400, "invalid_request")
+    assert error["param"] == "n"

@@ -80,7 +80,6 @@ async def test_max_tokens_over_the_cap(http: httpx.AsyncClient, gateway: FakeGat
 @pytest.mark.parametrize(
     ("extra", "param"),
     [
-        ({"n": 2}, "n"),
         ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
         ({"functions": [{"name": "f", "parameters": {}}]}, "functions"),
         ({"logprobs": True}, "logprobs"),

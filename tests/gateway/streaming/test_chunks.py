@@ -44,7 +44,12 @@ def test_role_finish_and_usage_chunks() -> None:
 
 
 def test_completion_body_shape() -> None:
-    body = completion_body("id1", "m", "hi", "stop", UsageCounts(1, 2))
+    body = completion_body("id1", "m", ["hi"], ["stop"], UsageCounts(1, 2))
     assert body["choices"][0]["message"] == {"role": "assistant", "content": "hi", "refusal": None}
+    two = completion_body("id2", "m", ["a", "b"], ["stop", "length"], UsageCounts(2, 4))
+    assert [(c["index"], c["message"]["content"], c["finish_reason"]) for c in two["choices"]] == [
+        (0, "a", "stop"),
+        (1, "b", "length"),
+    ]
     assert body["usage"]["total_tokens"] == 3
     assert "prompt_tokens_details" not in body["usage"]
