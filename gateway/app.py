@@ -22,7 +22,7 @@ from gateway.observability.access import AccessMiddleware
 from gateway.observability.deadline import BodyDeadlineMiddleware
 from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.middleware import InFlightLimitMiddleware, RequestIdMiddleware
-from gateway.routes import audio, chat, docs, health, metrics, models, openapi, ui
+from gateway.routes import audio, chat, completions, docs, health, metrics, models, openapi, ui
 from gateway.runtime import Runtime, build_runtime
 
 log = logging.getLogger(__name__)
@@ -93,7 +93,15 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     app.mount(docs.ASSETS, docs.assets(), name="docs-assets")
     app.openapi = lambda: openapi.build(app)  # type: ignore[method-assign]
     app.state.metrics = gateway_metrics
-    routers = [chat.router, audio.router, models.router, health.router, ui.router, docs.router]
+    routers = [
+        chat.router,
+        completions.router,
+        audio.router,
+        models.router,
+        health.router,
+        ui.router,
+        docs.router,
+    ]
     if settings.observability.metrics:
         routers.append(metrics.router)
     for router in routers:

@@ -86,6 +86,8 @@ class Family:
     # Frames are downscaled (never up) so their shorter side is at most this; None: as stored.
     video_max_short_side: ClassVar[int | None] = None
     accepts_audio: ClassVar[bool] = False
+    # Whether a plain text prompt (legacy completions) is something this family completes.
+    completes_text: ClassVar[bool] = True
     features_per_image: ClassVar[int | None] = None
     default_end_id: ClassVar[int | None] = None
     default_pad_id: ClassVar[int | None] = None

@@ -94,6 +94,7 @@ class Whisper(Family):
 
     name = "whisper"
     accepts_audio = True
+    completes_text = False  # its input is speech
     supports_extra_id = False
     required_inputs: ClassVar[tuple[str, ...]] = ()  # two contracts: see ``bind``
 

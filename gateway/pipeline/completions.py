@@ -1,0 +1,84 @@
+"""One legacy completion (``POST /v1/completions``): each prompt as the text the model reads.
+
+On the same skeleton as chat: check against the model, draft, plan, relay; one ``Prepared``
+per choice (each prompt, ``n`` times). The prompt goes to Triton as it is, with no chat
+template of the gateway's (the deployment's own server-side template, if it has one, still
+applies: NVIDIA's preprocessing adds it to every request).
+"""
+
+from __future__ import annotations
+
+from gateway.errors import InvalidRequest
+from gateway.families.base import Conversation, Turn
+from gateway.pipeline._watchdog import Timeouts
+from gateway.pipeline.generation import check_prompt_size, draft, refuse_extensions
+from gateway.pipeline.relay import Prepared, family_plan, prepared
+from gateway.protocol.completions import CompletionRequest
+from gateway.runtime import Runtime, ServedRuntime
+
+
+def refuse_unsupported(request: CompletionRequest) -> list[str]:
+    """The text prompts; every field the engine cannot honour refused by name."""
+    prompts = request.prompts
+    if prompts is None:
+        raise InvalidRequest(
+            "token-id prompts are not supported: the deployment's ensemble takes text "
+            "(text_input); send the prompt as a string",
+            param="prompt",
+            code="unsupported_parameter",
+        )
+    refusals = {
+        "suffix": ("suffix (insertion) is not supported", request.suffix is not None),
+        "best_of": (
+            "best_of other than n is not supported (no server-side ranking)",
+            request.best_of not in (None, request.n),
+        ),
+        "logprobs": ("logprobs are not supported yet", request.logprobs is not None),
+        "logit_bias": ("logit_bias is not supported", bool(request.logit_bias)),
+    }
+    for param, (message, refused) in refusals.items():
+        if refused:
+            raise InvalidRequest(message, param=param, code="unsupported_parameter")
+    if request.stream_options is not None and not request.stream:
+        raise InvalidRequest(
+            "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
+            param="stream_options",
+        )
+    refuse_extensions(request)
+    return prompts
+
+
+def _check_prompt(prompt: str, served: ServedRuntime, runtime: Runtime) -> None:
+    family = served.family
+    if not family.completes_text:
+        raise InvalidRequest(
+            f"model '{served.config.id}' does not complete text", param="model",
+            code="invalid_model",
+        )  # fmt: skip
+    conversation = Conversation(None, (Turn("user", prompt),))
+    family.check_text(conversation)
+    family.check_conversation(conversation)
+    check_prompt_size(prompt, served, runtime.settings.generation.max_prompt_chars)
+
+
+async def prepare_completion(request: CompletionRequest, runtime: Runtime) -> list[Prepared]:
+    """Check every prompt, then plan every choice: prompt ``i``'s ``n`` choices are indexes
+    ``i * n`` to ``i * n + n - 1``, as OpenAI numbers them."""
+    served = runtime.model(request.model)
+    prompts = refuse_unsupported(request)
+    for prompt in prompts:
+        _check_prompt(prompt, served, runtime)
+    contract = await served.get_contract()
+    stops = tuple(dict.fromkeys([*request.stop_list, *served.family.stop_strings]))
+    timeouts = Timeouts.of(runtime.settings.upstream)
+    requested = (request.max_tokens, "max_tokens")
+    choices = []
+    for prompt in prompts:
+        for choice in range(request.n):
+            generation = draft(
+                request, served, runtime, contract.decoupled, prompt, requested, stops=stops,
+                choice=choice,
+            )  # fmt: skip
+            plan = await family_plan(served, generation)
+            choices.append(prepared(served, contract, plan, stops, timeouts=timeouts))
+    return choices

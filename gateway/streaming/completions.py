@@ -1,0 +1,94 @@
+"""OpenAI legacy completion bodies and stream chunks (``text_completion``), as bytes.
+
+One choice's piece is a constant prefix, the JSON-escaped text and a constant suffix, as chat
+chunks are; several choices' items (``Choice``) carry their own index. ``echo`` puts each
+prompt in front of its choice's text (first in the stream, before any generated piece).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from gateway.families.calls import Choice, Outcome
+from gateway.protocol.common import UsageCounts
+from gateway.streaming.chunks import DONE_FRAME, sse_frame
+
+
+def new_completion_id() -> str:
+    return f"cmpl-{uuid.uuid4().hex}"
+
+
+class CompletionWriter:
+    """Formats the SSE frames of one streamed completion (an ``sse.EventFormat``)."""
+
+    done = DONE_FRAME
+
+    def __init__(
+        self,
+        completion_id: str,
+        model: str,
+        include_usage: bool = False,
+        echoed: Sequence[str] = (),
+    ) -> None:
+        self.head = {
+            "id": completion_id,
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": model,
+        }
+        self.include_usage = include_usage
+        self.echoed = list(echoed)  # per choice, the prompt to put first (echo), else empty
+        self.choices = max(1, len(self.echoed))
+        head = json.dumps(self.head, separators=(",", ":"))[:-1]
+        self._prefix = ("data: " + head + ',"choices":[{"index":0,"text":').encode()
+        usage = b',"usage":null' if include_usage else b""
+        self._suffix = b',"logprobs":null,"finish_reason":null}]' + usage + b"}\n\n"
+
+    def _chunk(self, index: int, text: str, finish: str | None) -> bytes:
+        choice = {"index": index, "text": text, "logprobs": None, "finish_reason": finish}
+        chunk: dict[str, Any] = {**self.head, "choices": [choice]}
+        if self.include_usage:
+            chunk["usage"] = None
+        return sse_frame(chunk)
+
+    @property
+    def start(self) -> bytes:
+        return b"".join(self._chunk(i, text, None) for i, text in enumerate(self.echoed) if text)
+
+    def content(self, item: str | Choice) -> bytes:
+        if isinstance(item, str):  # one choice: the per-token fast path
+            return self._prefix + json.dumps(item).encode() + self._suffix
+        if isinstance(item.item, Outcome):
+            return self._chunk(item.index, "", item.item.finish_reason)
+        return self._chunk(item.index, item.item, None)
+
+    def finish(self, outcome: Outcome) -> bytes:
+        frames = self._chunk(0, "", outcome.finish_reason) if self.choices == 1 else b""
+        if self.include_usage:
+            frames += sse_frame({**self.head, "choices": [], "usage": outcome.usage.to_dict()})
+        return frames
+
+
+def completion_body(
+    completion_id: str,
+    model: str,
+    texts: Sequence[str],
+    finish_reasons: Sequence[str],
+    usage: UsageCounts,
+) -> dict[str, Any]:
+    """The non-streamed ``text_completion`` object, one choice per text."""
+    return {
+        "id": completion_id,
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {"index": index, "text": text, "logprobs": None, "finish_reason": reason}
+            for index, (text, reason) in enumerate(zip(texts, finish_reasons, strict=True))
+        ],
+        "usage": usage.to_dict(),
+    }
