@@ -210,6 +210,11 @@ class EmbeddedTriton:
         try:
             await asyncio.wait_for(process.wait(), grace_s)
         except asyncio.TimeoutError:
+            log.warning(
+                "tritonserver (pid %s) still runs %.0f s after SIGTERM; killing it",
+                process.pid,
+                grace_s,
+            )
             process.kill()
             await process.wait()
 
