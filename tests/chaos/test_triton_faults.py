@@ -17,6 +17,7 @@ machine is small and shared.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import signal
@@ -28,10 +29,13 @@ import httpx
 import numpy as np
 import pytest
 import tritonclient.grpc.aio as grpcclient
+import uvicorn
 
+from gateway.app import create_app
+from gateway.config import EmbeddedSettings, ServedModel, Settings
 from gateway.errors import UpstreamFailed, UpstreamUnavailable
 from gateway.triton.client import TritonClient
-from gateway.triton.embedded import EmbeddedTriton
+from gateway.triton.embedded import EmbeddedTriton, free_loopback_port
 from tests.conftest import REPO_ROOT
 from tests.triton_procs import ServerSnapshot
 
@@ -198,3 +202,91 @@ async def test_sigsegv_during_a_request(triton: EmbeddedTriton, client: TritonCl
         assert time.monotonic() < deadline, "the request never reached the model"
         await asyncio.sleep(0.05)
     await crash_and_check(triton, client, request, signal.SIGSEGV)
+
+
+@pytest.fixture(scope="module")
+async def gateway_url(triton: EmbeddedTriton) -> AsyncIterator[str]:
+    """The real gateway on a loopback port, serving the paced fixture as ``loadgen``."""
+    settings = Settings(
+        models=[
+            ServedModel(
+                id="loadgen",
+                family="llava",
+                triton_model=MODEL,
+                triton_url=triton.grpc_url,
+                end_id="server",
+            )
+        ],
+        embedded=EmbeddedSettings(enabled=False),
+    )
+    port = free_loopback_port()
+    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await task
+
+
+def chat(stream: bool, max_tokens: int) -> dict[str, object]:
+    return {
+        "model": "loadgen",
+        "messages": [{"role": "user", "content": "tell me a long story"}],
+        "max_tokens": max_tokens,
+        "stream": stream,
+    }
+
+
+async def test_sigkill_under_the_gateway(triton: EmbeddedTriton, gateway_url: str) -> None:
+    """Through the real gateway: an SSE stream cut by the crash ends with an error event
+    promptly, and the gateway answers again once the watchdog has restarted Triton."""
+    async with httpx.AsyncClient(base_url=gateway_url, trust_env=False, timeout=60) as http:
+        assert triton.pid is not None
+        before = ServerSnapshot.of(triton.pid)
+        restarts = triton.restarts
+        events: list[str] = []
+        async with http.stream("POST", "/v1/chat/completions", json=chat(True, 4000)) as answer:
+            assert answer.status_code == 200
+            lines = answer.aiter_lines()
+            async for line in lines:
+                if line.startswith("data: "):
+                    events.append(line[6:])
+                if len(events) >= 5:
+                    break
+            killed_at = time.monotonic()
+            os.kill(before.pid, signal.SIGKILL)
+
+            async def rest() -> None:
+                async for line in lines:
+                    if line.startswith("data: "):
+                        events.append(line[6:])
+
+            await asyncio.wait_for(rest(), CLIENT_ERROR_WITHIN_S)
+        stream_end_s = time.monotonic() - killed_at
+        errors = [json.loads(e)["error"] for e in events if e.startswith('{"error"')]
+        assert errors and errors[0]["code"] in ("upstream_unavailable", "upstream_failed"), events
+        assert events[-1] == "[DONE]"
+        restart_s = await wait_restarted(triton, restarts)
+        # The gateway's channel reconnects by itself; until then requests get a quick 503.
+        while True:
+            answer = await http.post("/v1/chat/completions", json=chat(False, 3))
+            if answer.status_code == 200:
+                break
+            assert answer.status_code == 503, answer.text
+            assert time.monotonic() - killed_at < RESTART_WITHIN_S
+            await asyncio.sleep(0.1)
+        serving_s = time.monotonic() - killed_at
+        orphans, shm = await before.wait_gone(LEFTOVERS_GONE_WITHIN_S)
+        print(
+            f"\nSIGKILL under the gateway: SSE stream ended with {errors[0]['code']} after "
+            f"{stream_end_s:.2f} s; Triton ready after {restart_s:.2f} s; the gateway answered "
+            f"200 after {serving_s:.2f} s; left behind: {len(orphans)} stub(s), {len(shm)} shm"
+        )
+        assert answer.json()["choices"][0]["message"]["content"] == " lorem ipsum dolor"
+        assert not orphans and not shm
