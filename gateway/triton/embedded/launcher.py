@@ -304,12 +304,12 @@ class EmbeddedTriton:
                 await asyncio.sleep(backoff(self.restart_backoff_s, failures + 1))
                 try:
                     await self._launch_and_wait()
-                except UpstreamUnavailable as exc:
+                except Exception as exc:  # the watchdog itself must not die (e.g. OSError)
                     failures += 1
                     log.error(
                         "tritonserver restart failed (%d in a row): %s; retrying in %.1f s",
                         failures,
-                        exc.message,
+                        exc.message if isinstance(exc, UpstreamUnavailable) else repr(exc),
                         backoff(self.restart_backoff_s, failures + 1),
                     )
                     continue

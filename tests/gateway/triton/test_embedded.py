@@ -347,3 +347,37 @@ async def test_clean_up_kills_only_its_own_launch(tmp_path: Path) -> None:
             process.wait()
         theirs.unlink(missing_ok=True)
         ours.unlink(missing_ok=True)
+
+
+async def test_the_watchdog_backs_off_while_restarts_fail(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """After a crash, launches that die before ready are retried with doubling pauses until
+    one serves; the dead server and the failed launches leave nothing."""
+    restarts: list[int] = []
+    server, marks = crashy_server(
+        tmp_path, "ok,raise,raise", restart_backoff_s=0.2, on_restart=lambda: restarts.append(1)
+    )
+    caplog.set_level(logging.INFO, logger="gateway.triton.embedded")
+    await server.start()
+    try:
+        assert server.pid is not None
+        os.kill(server.pid, signal.SIGKILL)
+        for _ in range(1200):
+            if restarts and server.ready:
+                break
+            await asyncio.sleep(0.05)
+        assert restarts == [1]
+        first, fail_1, fail_2, ok = attempts(marks)
+        assert [fail_1["step"], fail_2["step"], ok["step"]] == ["raise", "raise", "ok"]
+        assert server.pid == ok["server"]
+        nothing_left([first, fail_1, fail_2])
+        assert fail_2["at"] - fail_1["at"] >= 0.4 and ok["at"] - fail_2["at"] >= 0.8
+        failed = [r.getMessage() for r in caplog.records if "restart failed" in r.getMessage()]
+        assert [m.split(": ")[0] + " ... " + m.split("; ")[-1] for m in failed] == [
+            "tritonserver restart failed (1 in a row) ... retrying in 0.4 s",
+            "tritonserver restart failed (2 in a row) ... retrying in 0.8 s",
+        ]
+    finally:
+        await server.stop()
+    nothing_left(attempts(marks))
