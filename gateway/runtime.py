@@ -142,6 +142,10 @@ async def build_runtime(
             env=embedded_environment(settings),
             models=sorted({m.triton_model for m in settings.models if m.triton_url is None}),
             ready_timeout_s=settings.embedded.ready_timeout_s,
+            start_attempts=settings.embedded.start_attempts,
+            start_backoff_s=settings.embedded.start_backoff_s,
+            stub_timeout_s=settings.embedded.stub_timeout_s,
+            model_load_threads=settings.embedded.model_load_threads,
             on_restart=metrics.triton_restarted,
             python=settings.embedded.python,
         )

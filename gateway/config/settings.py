@@ -30,7 +30,12 @@ from gateway.config.limits import (
     move_legacy_limits,
 )
 from gateway.config.models import ServedModel, default_models
-from gateway.triton.embedded import DEFAULT_READY_TIMEOUT_S
+from gateway.triton.embedded import (
+    DEFAULT_READY_TIMEOUT_S,
+    DEFAULT_START_ATTEMPTS,
+    DEFAULT_START_BACKOFF_S,
+    DEFAULT_STUB_TIMEOUT_S,
+)
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
 DEFAULT_REFERENCE_REPOSITORY = PACKAGE_ROOT / "server_repo" / "reference"
@@ -74,6 +79,18 @@ class EmbeddedSettings(Strict):
     device: Literal["cpu", "cuda", "auto"] = "auto"
     cache_dir: Path | None = None
     ready_timeout_s: float = Field(DEFAULT_READY_TIMEOUT_S, gt=0)
+    start_attempts: int = Field(
+        DEFAULT_START_ATTEMPTS, ge=1, description="Launches when Triton exits before ready."
+    )
+    start_backoff_s: float = Field(
+        DEFAULT_START_BACKOFF_S, ge=0, description="First pause between them (doubling)."
+    )
+    stub_timeout_s: int = Field(
+        DEFAULT_STUB_TIMEOUT_S, ge=1, description="Python backend's limit for a stub to start."
+    )
+    model_load_threads: int | None = Field(
+        None, ge=1, description="Models loaded at once; default min(4, CPU count)."
+    )
     python: Path | None = Field(
         None,
         description="The interpreter whose environment the models run in (its version picks "

@@ -1,9 +1,11 @@
-"""The launcher against the real tritonserver: readiness, loopback ports, restart on death."""
+"""The launcher against the real tritonserver: readiness, loopback ports, restart on death,
+retries of a server that dies before it is ready, and nothing left behind by a failed start."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import signal
 import site
@@ -11,12 +13,14 @@ import subprocess
 import sys
 import sysconfig
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from gateway.errors import UpstreamUnavailable
-from gateway.triton.embedded import EmbeddedTriton, StubPython, TritonInstall
+from gateway.triton.embedded import EmbeddedTriton, StubPython, TritonInstall, reap
+from tests.triton_procs import SHM, alive, process_group, shm_names
 
 IDENTITY_CONFIG = """
 name: "identity"
@@ -221,3 +225,201 @@ async def test_explicit_models_load_only_those(identity_repository: Path) -> Non
             ).status_code != 200
     finally:
         await server.stop()
+
+
+# A model whose load goes as ``CRASHY_PLAN`` says, one step per launch of the server (counted
+# by the files it writes into ``CRASHY_MARKS``): "hang" starts a helper process, SIGKILLs its
+# own tritonserver and then blocks holding the GIL (so the stub can never exit by itself,
+# like the stubs a crashed Triton leaves), "raise" fails the load (with --exit-on-error the
+# server exits), "slow" never finishes loading, anything else loads.
+CRASHY_MODEL = """
+import ctypes, json, os, signal, subprocess, time
+from pathlib import Path
+
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        marks = Path(os.environ["CRASHY_MARKS"])
+        attempt = len(list(marks.glob("attempt-*"))) + 1
+        plan = os.environ["CRASHY_PLAN"].split(",")
+        step = plan[attempt - 1] if attempt <= len(plan) else "ok"
+        argv = Path("/proc/self/cmdline").read_bytes().split(b"\\0")
+        record = {"step": step, "at": time.monotonic(), "stub": os.getpid(),
+                  "server": os.getppid(), "region": argv[2].decode()}
+        if step == "hang":
+            record["helper"] = subprocess.Popen(["sleep", "600"]).pid
+        (marks / f"attempt-{attempt}").write_text(json.dumps(record))
+        if step == "hang":
+            os.kill(os.getppid(), signal.SIGKILL)
+            ctypes.PyDLL(None).pause()
+        elif step == "raise":
+            raise RuntimeError("crashy: this load fails on purpose")
+        elif step == "slow":
+            time.sleep(600)
+
+    def execute(self, requests):
+        return [
+            pb_utils.InferenceResponse(
+                [pb_utils.Tensor("OUT", pb_utils.get_input_tensor_by_name(r, "IN").as_numpy())]
+            )
+            for r in requests
+        ]
+"""
+
+
+def crashy_server(tmp_path: Path, plan: str, **options: Any) -> tuple[EmbeddedTriton, Path]:
+    repository = tmp_path / "repository"
+    (repository / "crashy" / "1").mkdir(parents=True)
+    (repository / "crashy" / "config.pbtxt").write_text(
+        IDENTITY_CONFIG.replace('"identity"', '"crashy"')
+    )
+    (repository / "crashy" / "1" / "model.py").write_text(CRASHY_MODEL)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    env = {"CRASHY_MARKS": str(marks), "CRASHY_PLAN": plan}
+    return EmbeddedTriton(repository, env=env, ready_timeout_s=120, **options), marks
+
+
+def attempts(marks: Path) -> list[dict[str, Any]]:
+    files = sorted(marks.glob("attempt-*"), key=lambda p: int(p.name.split("-")[1]))
+    return [json.loads(path.read_text()) for path in files]
+
+
+def nothing_left(records: list[dict[str, Any]]) -> None:
+    """No server, stub or helper of these launches runs; no region of theirs remains."""
+    for record in records:
+        for role in ("server", "stub", "helper"):
+            if role in record:
+                assert not alive(record[role]), f"{role} {record[role]} of {record} still runs"
+        assert record["region"] not in shm_names(), f"shm of {record} remains"
+
+
+async def test_a_server_dying_before_ready_is_retried_with_backoff(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """First launch: the server is SIGKILLed while loading and its stub hangs (with a helper
+    process in the group); second: the load fails and the server exits; third: it serves."""
+    server, marks = crashy_server(tmp_path, "hang,raise", start_backoff_s=0.5)
+    caplog.set_level(logging.INFO, logger="gateway.triton.embedded")
+    await server.start()
+    try:
+        hang, fail, ok = attempts(marks)
+        assert [hang["step"], fail["step"], ok["step"]] == ["hang", "raise", "ok"]
+        assert server.pid == ok["server"]
+        nothing_left([hang, fail])  # the hung stub and its helper were killed
+        # Pauses between launches: 0.5 s, then 1.0 s (doubling), plus the launch itself.
+        assert fail["at"] - hang["at"] >= 0.5
+        assert ok["at"] - fail["at"] >= 1.0
+        retries = [r.getMessage() for r in caplog.records if "retrying in" in r.getMessage()]
+        assert retries == [
+            "tritonserver exited with code -9 before it was ready (attempt 1 of 3); "
+            "retrying in 0.5 s",
+            "tritonserver exited with code 1 before it was ready (attempt 2 of 3); "
+            "retrying in 1.0 s",
+        ]
+        cleaned = [r.getMessage() for r in caplog.records if "leftover" in r.getMessage()]
+        assert any(f"[{hang['stub']}, {hang['helper']}]" in m for m in cleaned), cleaned
+        async with httpx.AsyncClient(trust_env=False) as http:
+            ready = await http.get(f"{server.http_url}/v2/models/crashy/ready")
+            assert ready.status_code == 200
+    finally:
+        await server.stop()
+    nothing_left(attempts(marks))
+
+
+async def test_a_server_that_never_gets_ready_is_given_up_and_cleaned(
+    tmp_path: Path,
+) -> None:
+    server, marks = crashy_server(tmp_path, "hang,raise", start_attempts=2, start_backoff_s=0.1)
+    with pytest.raises(UpstreamUnavailable, match=r"before it was ready; gave up after 2"):
+        await server.start()
+    assert [a["step"] for a in attempts(marks)] == ["hang", "raise"]
+    nothing_left(attempts(marks))
+    await server.stop()
+
+
+async def test_a_start_that_times_out_leaves_nothing_behind(tmp_path: Path) -> None:
+    server, marks = crashy_server(tmp_path, "slow")
+    server.ready_timeout_s = 3
+    with pytest.raises(UpstreamUnavailable, match="not ready within 3 s"):
+        await server.start()
+    (slow,) = attempts(marks)  # a timeout is not retried
+    nothing_left([slow])
+    await server.stop()
+
+
+async def test_clean_up_kills_only_its_own_launch(tmp_path: Path) -> None:
+    """``reap`` kills the tagged process's whole group (an untagged member too) and tagged
+    processes elsewhere, and removes only regions with its prefix."""
+    tag, other = "mmgw_triton_test_aaaa_", "mmgw_triton_test_bbbb_"
+    sleeper = "import sys, time; time.sleep(600)"
+    # A group led by a tagged process, with an untagged child (a model's helper).
+    leader = subprocess.Popen(
+        ["bash", "-c", f"sleep 600 & exec {sys.executable} -c '{sleeper}' {tag}x"],
+        start_new_session=True,
+    )
+    outside = subprocess.Popen([sys.executable, "-c", sleeper, f"{tag}y"])
+    foreign = subprocess.Popen([sys.executable, "-c", sleeper, f"{other}z"], start_new_session=True)
+    ours, theirs = SHM / f"{tag}region", SHM / f"{other}region"
+    ours.write_bytes(b"x")
+    theirs.write_bytes(b"x")
+    try:
+        for _ in range(100):
+            members = process_group(leader.pid)
+            if len(members) == 2:
+                break
+            await asyncio.sleep(0.05)
+        assert len(members) == 2, members
+        helper = next(pid for pid in members if pid != leader.pid)
+        leftovers = await reap(leader.pid, tag)
+        assert leftovers.killed == sorted([leader.pid, helper, outside.pid])
+        assert leftovers.removed == [ours.name] and not leftovers.survivors
+        assert leader.wait(10) == -signal.SIGKILL and outside.wait(10) == -signal.SIGKILL
+        for _ in range(100):
+            if not alive(helper):
+                break
+            await asyncio.sleep(0.05)
+        assert not alive(helper)
+        assert foreign.poll() is None and theirs.exists() and not ours.exists()
+    finally:
+        for process in (leader, outside, foreign):
+            process.kill()
+            process.wait()
+        theirs.unlink(missing_ok=True)
+        ours.unlink(missing_ok=True)
+
+
+async def test_the_watchdog_backs_off_while_restarts_fail(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """After a crash, launches that die before ready are retried with doubling pauses until
+    one serves; the dead server and the failed launches leave nothing."""
+    restarts: list[int] = []
+    server, marks = crashy_server(
+        tmp_path, "ok,raise,raise", restart_backoff_s=0.2, on_restart=lambda: restarts.append(1)
+    )
+    caplog.set_level(logging.INFO, logger="gateway.triton.embedded")
+    await server.start()
+    try:
+        assert server.pid is not None
+        os.kill(server.pid, signal.SIGKILL)
+        for _ in range(1200):
+            if restarts and server.ready:
+                break
+            await asyncio.sleep(0.05)
+        assert restarts == [1]
+        first, fail_1, fail_2, ok = attempts(marks)
+        assert [fail_1["step"], fail_2["step"], ok["step"]] == ["raise", "raise", "ok"]
+        assert server.pid == ok["server"]
+        nothing_left([first, fail_1, fail_2])
+        assert fail_2["at"] - fail_1["at"] >= 0.4 and ok["at"] - fail_2["at"] >= 0.8
+        failed = [r.getMessage() for r in caplog.records if "restart failed" in r.getMessage()]
+        assert [m.split(": ")[0] + " ... " + m.split("; ")[-1] for m in failed] == [
+            "tritonserver restart failed (1 in a row) ... retrying in 0.4 s",
+            "tritonserver restart failed (2 in a row) ... retrying in 0.8 s",
+        ]
+    finally:
+        await server.stop()
+    nothing_left(attempts(marks))
