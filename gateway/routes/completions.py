@@ -8,6 +8,7 @@ from fastapi.responses import JSONResponse, Response
 from gateway.observability.record import record_of
 from gateway.pipeline.completions import prepare_completion
 from gateway.protocol.completions import CompletionRequest
+from gateway.routes import openapi
 from gateway.routes.answer import Answer, Events, answer, relays
 from gateway.routes.body import parse_body
 from gateway.streaming.completions import CompletionWriter, completion_body, new_completion_id
@@ -15,7 +16,7 @@ from gateway.streaming.completions import CompletionWriter, completion_body, new
 router = APIRouter()
 
 
-@router.post("/v1/completions", response_model=None)
+@router.post("/v1/completions", response_model=None, openapi_extra=openapi.COMPLETIONS)
 async def completions(request: Request) -> Response:
     runtime = request.app.state.runtime
     record = record_of(request.state)

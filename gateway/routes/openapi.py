@@ -19,8 +19,9 @@ from pydantic import BaseModel
 
 from gateway.protocol.audio import TranscriptionRequest
 from gateway.protocol.chat import ChatCompletionRequest
+from gateway.protocol.completions import CompletionRequest
 
-__all__ = ["CHAT_COMPLETIONS", "TRANSCRIPTION", "build", "errors"]
+__all__ = ["CHAT_COMPLETIONS", "COMPLETIONS", "TRANSCRIPTION", "build", "errors"]
 
 _REF = "#/components/schemas/{model}"
 _SCHEMAS: dict[str, dict[str, Any]] = {}  # what build() adds to components/schemas
@@ -121,6 +122,24 @@ CHAT_COMPLETIONS: dict[str, Any] = {
             "content": {
                 "application/json": {"schema": {"type": "object"}},
                 "text/event-stream": _events("a `chat.completion.chunk` as JSON, or `[DONE]`"),
+            },
+        },
+        **_GENERATION_ERRORS,
+    },
+}
+
+COMPLETIONS: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": _model(CompletionRequest)}},
+    },
+    "responses": {
+        "200": {
+            "description": "A `text_completion` object, or with `stream: true` an event "
+            "stream of `text_completion` chunks ending with `data: [DONE]`",
+            "content": {
+                "application/json": {"schema": {"type": "object"}},
+                "text/event-stream": _events("a `text_completion` chunk as JSON, or `[DONE]`"),
             },
         },
         **_GENERATION_ERRORS,

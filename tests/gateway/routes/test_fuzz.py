@@ -41,6 +41,7 @@ T = TypeVar("T")
 # it is added here (with its number of examples per generation mode).
 OPERATIONS = {
     ("POST", "/v1/chat/completions"): 500,
+    ("POST", "/v1/completions"): 150,
     ("POST", "/v1/audio/transcriptions"): 150,
     ("POST", "/v1/audio/translations"): 100,
     ("GET", "/v1/models"): 10,
@@ -139,6 +140,8 @@ def test_every_operation_is_fuzzed(fuzzed: Fuzzed) -> None:
 
 def test_the_schema_describes_the_request_bodies(fuzzed: Fuzzed) -> None:
     paths, schemas = fuzzed.document["paths"], fuzzed.document["components"]["schemas"]
+    completions = paths["/v1/completions"]["post"]["requestBody"]["content"]["application/json"]
+    assert completions["schema"] == {"$ref": "#/components/schemas/CompletionRequest"}
     chat = paths["/v1/chat/completions"]["post"]
     body = chat["requestBody"]["content"]["application/json"]["schema"]
     assert body == {"$ref": "#/components/schemas/ChatCompletionRequest"}
@@ -234,6 +237,13 @@ def steer(case: schemathesis.Case, data: st.DataObject) -> None:
     if not isinstance(body, dict):
         return
     original = body.get("model", "")
+    if case.path == "/v1/completions":
+        body["model"] = data.draw(st.sampled_from([*SERVED, original]), "model")
+        if data.draw(MOSTLY, "text prompt"):
+            body["prompt"] = data.draw(st.text(max_size=40), "prompt")
+        for name in ("logprobs", "suffix", "best_of", "logit_bias"):
+            body.pop(name, None)
+        return
     if case.path == "/v1/chat/completions":
         body["model"] = data.draw(st.sampled_from([*SERVED, original]), "model")
         if data.draw(MOSTLY, "own messages"):
