@@ -5,8 +5,10 @@ costs about 180 ms and 19 MiB in every process (the gateway and each media worke
 deployment that serves only images or text never needs them.
 
 FFmpeg only ever gets an in-memory buffer and an explicitly named demuxer (never probing,
-which is how playlists and concat lists get in), and any attempt of a demuxer to open a
-second file or URL is refused.
+which is how playlists and concat lists get in). That demuxer is also the only format FFmpeg
+may open (``format_whitelist``, which FFmpeg hands down to any demuxer a demuxer opens inside
+itself, such as AVI's GAB2 subtitles), and any attempt of a demuxer to open a second file or
+URL is refused.
 """
 
 from __future__ import annotations
@@ -35,7 +37,12 @@ def av_errors() -> tuple[type[BaseException], ...]:
 
 def open_bytes(data: bytes, demuxer: str) -> Any:
     """An input container over ``data`` with the demuxer ``demuxer``; use it as a context."""
-    return pyav().open(io.BytesIO(data), format=demuxer, io_open=_refuse_nested_open)
+    return pyav().open(
+        io.BytesIO(data),
+        format=demuxer,
+        container_options={"format_whitelist": demuxer},
+        io_open=_refuse_nested_open,
+    )
 
 
 @functools.cache
