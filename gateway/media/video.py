@@ -7,21 +7,21 @@ a concat list, an image sequence, AVI's embedded GAB2 subtitles); nested opens a
 Accepted: MP4/QuickTime and Matroska/WebM holding H.264, HEVC, VP8, VP9, AV1 or MPEG-4 Part 2,
 and AVI holding MPEG-4 Part 2 or H.264 (vLLM's CVE-2026-22778 came in through a video URL).
 
-MPEG-4 Part 2 (``mpeg4``: Xvid, DivX, OpenCV's ``mp4v``) and the AVI demuxer (``avi``) are
-the two additions of issue 14; both are old, heavily fuzzed FFmpeg code (OSS-Fuzz runs a
-fuzzer per decoder and per demuxer). Their public record: the MPEG-4 decoder had
+MPEG-4 Part 2 (``mpeg4``: Xvid, DivX, OpenCV's ``mp4v``) and the AVI demuxer (``avi``) are the
+two additions of issue 14; both are old, heavily fuzzed FFmpeg code (OSS-Fuzz fuzzes FFmpeg's
+decoders, this one among them, and its demuxers). Their public record: the MPEG-4 decoder had
 CVE-2018-12459 (an assertion failure from an inconsistent bits-per-sample in
 ``ff_mpeg4_decode_picture_header``) and CVE-2018-12460 (a NULL dereference on a misdetected
-studio profile), both fixed in 4.0.1, then fuzzer-found bounds fixes in its studio-profile
-path (``mpeg4_decode_studio_block``, 4.1.2); the AVI demuxer had buffer overflows in 2006
-(GLSA 200609-09) and, in the HLS/concat file-disclosure fixes of 2017 (CVE-2017-9993), its
-GAB2 subtitle probing was limited to SRT and ASS. Crashes and assertions dominate that record;
-what bounds them here: the decode runs in a worker process with an address-space cap and a
-time budget (killed and replaced on overrun, so a crash or a hang costs one item), the
-demuxer is named and is the only format allowed, only the listed codecs are decoded, with
-one thread (no frame threading, whose races are a class of their own), and every budget
-below is checked before decoding. MJPEG, MPEG-1/2, MS-MPEG-4, H.263 and the rest of what AVI
-can hold stay refused.
+studio profile), both fixed in 4.0.1, then fuzzer-found bounds fixes in its studio-profile path
+(``mpeg4_decode_studio_block``, 4.1.2); the AVI demuxer had buffer overflows in 2006 (GLSA
+200609-09), and its GAB2 subtitle path, which probed any demuxer over data embedded in the
+file, was limited to SRT and ASS in 2017 (an information-disclosure fix, CWE-200). Crashes and
+assertions dominate that record; what bounds them here: the decode runs in a worker process
+with an address-space cap and a time budget (killed and replaced on overrun, so a crash or a
+hang costs one item), the demuxer is named and is the only format allowed, only the listed
+codecs are decoded, with one decoding thread (no frame threading, whose races are a class of
+their own), and every budget below is checked before decoding. MJPEG, MPEG-1/2, MS-MPEG-4,
+H.263 and the rest of what AVI can hold stay refused.
 
 Limits are checked from the header before decoding (resolution, duration, frame count), and
 again from the packet index. Sampling reads the packets once without decoding (cheap: the
@@ -152,7 +152,7 @@ def decode_video(data: bytes, limits: VideoLimits, sampling: FrameSampling) -> n
         raise UnsupportedMedia(f"The media is not a supported video ({SUPPORTED}).")
     spec = _CONTAINERS[kind]
     try:
-        with open_bytes(data, spec.demuxer) as container:
+        with open_bytes(data, spec.demuxer, spec.codecs) as container:
             return _sample(container, spec, limits, sampling)
     except MediaError:
         raise

@@ -3,11 +3,16 @@ same budgets; H.264 in AVI (no presentation times) decoded from its start."""
 
 from __future__ import annotations
 
+import io
+
+import av
+import av.logging
 import pytest
 
 from gateway.errors import MediaDecodeError, MediaTooLarge
+from gateway.media._av import open_bytes
 from gateway.media.video import FrameSampling, VideoLimits, decode_video, sniff_container
-from tests.gateway.media.samples import encode_video, frame_index
+from tests.gateway.media.samples import encode_video, frame_index, frame_pattern
 
 LIMITS = VideoLimits()
 B_FRAMES = {"bf": "2"}
@@ -91,3 +96,35 @@ def test_truncated_and_corrupt() -> None:
         with pytest.raises(MediaDecodeError, match="AVI data is truncated or corrupt") as e:
             decode_video(broken, LIMITS, FrameSampling(4))
         assert e.value.code == "invalid_media"
+
+
+def two_streams(second: str) -> bytes:
+    """An AVI whose first stream is MPEG-4 Part 2 and whose second is ``second``."""
+    buffer = io.BytesIO()
+    with av.open(buffer, "w", format="avi") as output:
+        streams = [output.add_stream(codec, rate=10) for codec in ("mpeg4", second)]
+        for stream in streams:
+            stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        for index in range(10):
+            image = frame_pattern(index, 64, 48)
+            for stream in streams:
+                output.mux(stream.encode(av.VideoFrame.from_ndarray(image, "rgb24")))
+        for stream in streams:
+            output.mux(stream.encode())
+    return buffer.getvalue()
+
+
+def test_opening_runs_no_decoder_outside_the_allowlist() -> None:
+    """FFmpeg decodes a few frames of every stream while opening (to learn its parameters):
+    a second stream in a codec outside the allowlist must not get its decoder run."""
+    clip = two_streams("msmpeg4v2")
+    av.logging.set_level(av.logging.ERROR)
+    try:
+        with av.logging.Capture() as logs, open_bytes(clip, "avi", ("mpeg4",)) as container:
+            names = [stream.codec_context.name for stream in container.streams.video]
+    finally:
+        av.logging.set_level(None)
+    assert names == ["mpeg4", "msmpeg4v2"]
+    assert any("(msmpeg4v2) not on whitelist" in message for _, _, message in logs)
+    frames = decode_video(clip, LIMITS, FrameSampling(3))
+    assert [frame_index(f) for f in frames] == [0, 4, 9]  # the first stream, as ever
