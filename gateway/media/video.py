@@ -53,6 +53,7 @@ __all__ = [
     "FrameSampling",
     "VideoLimits",
     "decode_video",
+    "output_size",
     "sample_indices",
     "sniff_container",
 ]
@@ -187,7 +188,7 @@ def _sample(
     else:
         wanted = [presentation[i] for i in chosen]
         frames = _FrameSeeker(stream, packets, keyframes, budget).frames_at(wanted)
-    width, height = _output_size(frames[0].width, frames[0].height, sampling.max_short_side)
+    width, height = output_size(frames[0].width, frames[0].height, sampling.max_short_side)
     return np.stack([_to_rgb(frame, width, height) for frame in frames])
 
 
@@ -325,7 +326,7 @@ def _pts_or_inf(packet: Any) -> float:
     return packet.pts if packet.pts is not None else math.inf
 
 
-def _output_size(width: int, height: int, max_short_side: int | None) -> tuple[int, int]:
+def output_size(width: int, height: int, max_short_side: int | None) -> tuple[int, int]:
     """Downscale (never up) so the shorter side is at most ``max_short_side``; even sizes."""
     short = min(width, height)
     if max_short_side is None or short <= max_short_side:
