@@ -104,6 +104,10 @@ class Family:
     requires_image: ClassVar[bool] = False
     requires_video: ClassVar[bool] = False
     max_images: ClassVar[int | None] = None
+    # Videos and audio clips one request can carry: a video tensor is [1, frames, ...] (its
+    # second axis holds frames, not videos), and a speech encoder takes one clip.
+    max_videos: ClassVar[int] = 1
+    max_audio_clips: ClassVar[int] = 1
     # prompt_table_extra_id: whether the deployment's preprocessing accepts the KV-reuse key.
     supports_extra_id: ClassVar[bool] = True
     # LoRA adapters (lora_task_id / lora_weights / lora_config) on this family's engines.

@@ -73,7 +73,7 @@ def decode_audio(data: bytes, limits: AudioLimits) -> np.ndarray:
     if demuxer is None:
         raise UnsupportedMedia(f"The media is not a supported audio file ({_SUPPORTED}).")
     try:
-        with open_bytes(data, demuxer) as container:
+        with open_bytes(data, demuxer, AUDIO_CODECS) as container:
             samples = _decode(container, limits)
     except MediaError:
         raise

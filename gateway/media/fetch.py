@@ -45,6 +45,7 @@ from gateway.media.cache import (
 )
 from gateway.media.local import (
     FetchedMedia,
+    FrameList,
     decode_data_url,
     media_type,
     read_local_file,
@@ -55,6 +56,7 @@ from gateway.media.netguard import is_globally_routable, parse_ip
 __all__ = [
     "FetchLimits",
     "FetchedMedia",
+    "FrameList",
     "MediaFetcher",
     "Resolver",
     "decode_data_url",
@@ -154,8 +156,8 @@ class MediaFetcher:
             cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
         )
 
-    async def fetch(self, url: str) -> FetchedMedia:
-        """The bytes behind ``url``.
+    async def fetch(self, url: str) -> FetchedMedia | FrameList:
+        """The bytes behind ``url`` (or, for ``data:video/jpeg``, the video's frame list).
 
         Raises MediaURLError (the URL is refused), MediaFetchError, MediaTooLarge or
         MediaTimeout.

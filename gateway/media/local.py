@@ -4,6 +4,11 @@
 ``decode_base64_payload``. Sizes are checked before any decoding work, so an oversize
 payload costs nothing. Errors are ``MediaURLError`` (malformed), ``MediaTooLarge`` or
 ``MediaFetchError`` (a local file that cannot be served), with no path in the message.
+
+``data:video/jpeg;base64,<frame>,<frame>,...`` is vLLM's frame-list encoding of a video (each
+frame a base64 image, as ``VideoMediaIO.load_base64`` reads it): it becomes a ``FrameList``,
+not bytes of one file. Only its form is checked here (the separators are counted, nothing is
+split or decoded); the frames are decoded in a media worker (``video_frames.py``).
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ from pathlib import Path
 from gateway.errors import MediaFetchError, MediaTooLarge, MediaURLError
 
 __all__ = [
+    "FRAME_LIST_TYPE",
     "FetchedMedia",
+    "FrameList",
     "decode_base64_payload",
     "decode_data_url",
     "media_type",
@@ -38,6 +45,24 @@ class FetchedMedia:
     url: str
 
 
+FRAME_LIST_TYPE = "video/jpeg"  # vLLM's marker for a list of frames; video/png is not one
+
+
+@dataclass(frozen=True)
+class FrameList:
+    """A video sent as its frames: ``payload`` is the base64 images joined by ``,``,
+    still encoded; ``count`` is how many there are."""
+
+    payload: str
+    count: int
+    url: str = f"data:{FRAME_LIST_TYPE}"
+
+    @property
+    def size(self) -> int:
+        """Encoded characters, for metrics (the frames are decoded in a worker)."""
+        return len(self.payload)
+
+
 def media_type(value: str | None) -> str | None:
     """``image/PNG; charset=x`` -> ``image/png``; blank -> None."""
     bare = (value or "").split(";", 1)[0].strip().lower()
@@ -48,12 +73,12 @@ def too_large(what: str, size: int, limit: int) -> MediaTooLarge:
     return MediaTooLarge(f"{what} is {size} bytes, over the limit of {limit} bytes.")
 
 
-def decode_data_url(url: str, max_bytes: int) -> FetchedMedia:
+def decode_data_url(url: str, max_bytes: int) -> FetchedMedia | FrameList:
     """Decode an RFC 2397 ``data:`` URL, refusing oversize payloads before decoding them.
 
     Base64 (standard or URL-safe, padding optional, whitespace ignored) and percent-encoded
     payloads are accepted. The size check runs on the encoded text, whose length bounds the
-    decoded size, so a huge payload costs no decoding work.
+    decoded size, so a huge payload costs no decoding work. ``video/jpeg`` is a frame list.
     """
     header, comma, payload = url[len("data:") :].partition(",")
     if not comma:
@@ -63,6 +88,14 @@ def decode_data_url(url: str, max_bytes: int) -> FetchedMedia:
     content_type = media_type(params[0])
     if len(payload) > 3 * max_bytes + 64:  # no encoding of max_bytes bytes is longer
         raise MediaTooLarge(f"The data: URL payload is over the limit of {max_bytes} bytes.")
+    if content_type == FRAME_LIST_TYPE:
+        return _frame_list(payload, is_base64)
+    if is_base64 and "," in payload:
+        raise MediaURLError(
+            f"The data: URL payload is not valid base64: it holds ','. A video sent as a list "
+            f"of frames takes the media type {FRAME_LIST_TYPE} (data:{FRAME_LIST_TYPE};base64,"
+            "<frame>,<frame>,...)."
+        )
     if is_base64:
         data = decode_base64_payload(payload, max_bytes, "The data: URL payload")
     else:
@@ -70,6 +103,20 @@ def decode_data_url(url: str, max_bytes: int) -> FetchedMedia:
     if len(data) > max_bytes:
         raise too_large("The data: URL payload", len(data), max_bytes)
     return FetchedMedia(data=data, content_type=content_type, url=f"data:{content_type or ''}")
+
+
+def _frame_list(payload: str, is_base64: bool) -> FrameList:
+    """The form of a frame list, checked without splitting or decoding it."""
+    form = f"data:{FRAME_LIST_TYPE};base64,<frame>,<frame>,..."
+    if not is_base64:
+        raise MediaURLError(f"A {FRAME_LIST_TYPE} data: URL is a list of base64 frames: {form}.")
+    if not payload.strip():
+        raise MediaURLError(f"The {FRAME_LIST_TYPE} frame list holds no frames ({form}).")
+    if payload.startswith(",") or payload.endswith(",") or ",," in payload:
+        raise MediaURLError(
+            f"The {FRAME_LIST_TYPE} frame list has an empty frame (a ',' too many): {form}."
+        )
+    return FrameList(payload, payload.count(",") + 1)
 
 
 def decode_base64_payload(payload: str, max_bytes: int, what: str) -> bytes:

@@ -16,7 +16,9 @@ import numpy as np
 from gateway.families.base import Family
 from gateway.media.audio import AudioLimits, decode_audio
 from gateway.media.image import ImageLimits, decode_image
+from gateway.media.local import FrameList
 from gateway.media.video import FrameSampling, VideoLimits, decode_video
+from gateway.media.video_frames import decode_frame_list
 
 __all__ = ["PreparedItem", "prepare_audio", "prepare_image", "prepare_video"]
 
@@ -52,11 +54,15 @@ def prepare_image(
 
 
 def prepare_video(
-    data: bytes, limits: VideoLimits, sampling: FrameSampling, family: Family
+    data: bytes | FrameList, limits: VideoLimits, sampling: FrameSampling, family: Family
 ) -> PreparedItem:
-    """Sample frames (seeking, downscaled by swscale) and hand them to the family."""
+    """Sample frames (seeking, downscaled by swscale; or, from a list of frames, decoding
+    the sampled ones as images) and hand them to the family."""
     started = time.perf_counter()
-    frames = decode_video(data, limits, sampling)
+    if isinstance(data, FrameList):
+        frames = decode_frame_list(data, limits, sampling)
+    else:
+        frames = decode_video(data, limits, sampling)
     decoded = time.perf_counter()
     array = family.prepare_video(frames)
     pixels = int(frames.shape[0] * frames.shape[1] * frames.shape[2])

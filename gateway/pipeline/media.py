@@ -25,7 +25,7 @@ from gateway.config import ImageSettings, MediaSettings, VideoSettings
 from gateway.errors import GatewayError, InvalidRequest, MediaURLError, TooManyMediaItems
 from gateway.families.base import Family
 from gateway.media.identity import content_digest
-from gateway.media.local import decode_base64_payload
+from gateway.media.local import FRAME_LIST_TYPE, FrameList, decode_base64_payload
 from gateway.media.video import FrameSampling
 from gateway.pipeline._media_jobs import PreparedItem, prepare_audio, prepare_image, prepare_video
 from gateway.pipeline.conversation import MediaKind, MediaPart
@@ -82,6 +82,7 @@ def check_media(parts: Sequence[MediaPart], served: ServedRuntime, limits: Media
         )
     for kind in kinds:
         count = sum(1 for part in parts if part.kind == kind)
+        _check_carried(kind, count, served)
         limit = getattr(limits, _COUNT_LIMITS[kind])
         if kind == "image" and served.config.max_images is not None:
             limit = min(limit, served.config.max_images)
@@ -91,6 +92,28 @@ def check_media(parts: Sequence[MediaPart], served: ServedRuntime, limits: Media
                 f"{limit} per request",
                 param="messages",
             )
+
+
+def _check_carried(kind: MediaKind, count: int, served: ServedRuntime) -> None:
+    """Refuse more videos or audio clips than the family's tensors can carry, saying why."""
+    family = served.family
+    if kind == "image":
+        return  # the engine's limit (ServedModel.max_images) and the family's, elsewhere
+    carried = family.max_videos if kind == "video" else family.max_audio_clips
+    if count <= carried:
+        return
+    noun = "video" if kind == "video" else "audio clip"
+    most = f"one {noun}" if carried == 1 else f"at most {carried} {_PLURAL[kind]}"
+    why = (
+        f"its video tensor ({family.video_tensor}) carries the frames of {most}"
+        if kind == "video"
+        else f"its speech encoder takes {most}"
+    )
+    raise TooManyMediaItems(
+        f"this request has {count} {_PLURAL[kind]}; model '{served.config.id}' takes {most} "
+        f"per request: {why}",
+        param="messages",
+    )
 
 
 def video_sampling(
@@ -212,24 +235,33 @@ async def _load(
     return await _decode(part, runtime, data, prepare_image, *args)
 
 
-async def _bytes(part: MediaPart, runtime: Runtime) -> bytes:
-    """The part's bytes: fetched (http, https, data:, file:) or its base64 ``input_audio``."""
+async def _bytes(part: MediaPart, runtime: Runtime) -> bytes | FrameList:
+    """The part's bytes: fetched (http, https, data:, file:) or its base64 ``input_audio``;
+    a video's list of frames (``data:video/jpeg``) as it came."""
     started = time.perf_counter()
+    data: bytes | FrameList
     try:
         if part.url is not None:
-            data = (await runtime.fetcher.fetch(part.url)).data
+            fetched = await runtime.fetcher.fetch(part.url)
+            data = fetched if isinstance(fetched, FrameList) else fetched.data
+            if isinstance(data, FrameList) and part.kind != "video":
+                raise MediaURLError(
+                    f"A data:{FRAME_LIST_TYPE} URL is a video sent as a list of frames; send "
+                    "it in a video_url part."
+                )
         else:
             limit = runtime.settings.media.max_bytes
             data = decode_base64_payload(part.data or "", limit, "input_audio.data")
     except MediaURLError as exc:
         exc.code = f"invalid_{part.kind}_url" if part.url is not None else "invalid_media"
         raise
-    runtime.metrics.media_fetched(part.kind, time.perf_counter() - started, len(data))
+    size = data.size if isinstance(data, FrameList) else len(data)
+    runtime.metrics.media_fetched(part.kind, time.perf_counter() - started, size)
     return data
 
 
 async def _decode(
-    part: MediaPart, runtime: Runtime, data: bytes, job: Any, *args: Any
+    part: MediaPart, runtime: Runtime, data: bytes | FrameList, job: Any, *args: Any
 ) -> PreparedItem:
     """Run ``job(data, *args)`` in the offload pool and report its timings."""
     metrics = runtime.metrics

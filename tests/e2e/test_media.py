@@ -12,6 +12,7 @@ from openai import AsyncOpenAI
 from PIL import Image
 
 from tests.e2e.conftest import MediaServer
+from tests.gateway.media.frame_lists import frame_images, frame_list_url
 from tests.gateway.media.samples import encode_video
 
 pytestmark = pytest.mark.e2e
@@ -72,6 +73,25 @@ async def test_webm_data_url_video_with_the_openai_sdk(gateway_url: str) -> None
     )
     finish = [c.choices[0].finish_reason async for c in stream if c.choices]
     assert finish[-1] in ("stop", "length")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "data:video/x-msvideo;base64,"
+        + base64.b64encode(encode_video(frames=12, codec="mpeg4", container="avi")).decode(),
+        frame_list_url(frame_images(12)),
+    ],
+    ids=["mpeg4-avi", "vllm-frame-list"],
+)
+async def test_avi_and_frame_list_videos_reach_the_model(gateway_url: str, url: str) -> None:
+    async with httpx.AsyncClient(base_url=gateway_url, timeout=120) as http:
+        two = await http.post("/v1/chat/completions", json=video_request(url, 2))
+        four = await http.post("/v1/chat/completions", json=video_request(url, 4))
+    assert two.status_code == 200, two.text
+    assert four.status_code == 200, four.text
+    per_frame = (four.json()["usage"]["prompt_tokens"] - two.json()["usage"]["prompt_tokens"]) / 2
+    assert per_frame >= 4, "each sampled frame reaches the model as visual features"
 
 
 def _pixels_as(fmt: str, **save: object) -> bytes:

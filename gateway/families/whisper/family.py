@@ -127,10 +127,11 @@ class Whisper(Family):
                 param="messages",
                 code="audio_required",
             )
-        if audios > 1:
+        if audios > self.max_audio_clips:
             raise TooManyMediaItems(
                 f"this request has {audios} audio clips; a chat request to a speech model takes "
-                "one",
+                "one: it answers with one transcript, of one clip (its encoder reads that "
+                "clip's 30 s windows)",
                 param="messages",
             )
 

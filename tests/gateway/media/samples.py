@@ -34,16 +34,17 @@ def encode_video(
     codec: str = "libx264",
     gop: int | None = None,
     container: str | None = None,
+    options: dict[str, str] | None = None,
 ) -> bytes:
-    """A ``frames``-frame video whose frame i is ``frame_pattern(i)``."""
+    """A ``frames``-frame video whose frame i is ``frame_pattern(i)``; ``options`` go to the
+    encoder (``{"bf": "2"}``: B-frames)."""
     width, height = size
     buffer = io.BytesIO()
     with av.open(buffer, "w", format=container or VIDEO_FORMATS[codec]) as output:
         stream = output.add_stream(codec, rate=fps)
         stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
         stream.bit_rate = 2_000_000  # high enough that VP8 keeps every grey level apart
-        if gop is not None:
-            stream.options = {"g": str(gop)}
+        stream.options = {**({"g": str(gop)} if gop is not None else {}), **(options or {})}
         for index in range(frames):
             image = av.VideoFrame.from_ndarray(frame_pattern(index, width, height), "rgb24")
             output.mux(stream.encode(image))

@@ -95,14 +95,25 @@ def test_too_long_and_too_wide(clip: bytes) -> None:
 )
 def test_playlists_and_other_containers_are_refused(data: bytes) -> None:
     assert sniff_container(data) is None
-    with pytest.raises(UnsupportedMedia, match=r"not a supported video \(MP4 or WebM\)") as e:
+    with pytest.raises(UnsupportedMedia, match="not a supported video") as e:
         decode_video(data, LIMITS, FrameSampling(4))
+    assert "(MP4, WebM/Matroska or AVI)" in e.value.message
     assert e.value.code == "unsupported_media_type"
 
 
-def test_codec_outside_the_allowlist() -> None:
-    with pytest.raises(UnsupportedMedia, match="codec is not supported"):
-        decode_video(encode_video(codec="mpeg4"), LIMITS, FrameSampling(4))
+@pytest.mark.parametrize(
+    ("codec", "container", "allowed"),
+    [
+        ("mpeg2video", "mp4", "H.264, HEVC, VP8, VP9, AV1, MPEG-4 Part 2"),
+        ("msmpeg4v2", "avi", "MPEG-4 Part 2, H.264"),  # DivX 3: not MPEG-4 Part 2
+        ("libvpx-vp9", "avi", "MPEG-4 Part 2, H.264"),  # allowed in MP4/WebM, not in AVI
+    ],
+)
+def test_codec_outside_the_allowlist(codec: str, container: str, allowed: str) -> None:
+    clip = encode_video(codec=codec, container=container)
+    with pytest.raises(UnsupportedMedia, match="codec is not supported") as e:
+        decode_video(clip, LIMITS, FrameSampling(4))
+    assert e.value.message.endswith(f"(allowed: {allowed}).")
 
 
 def test_empty_truncated_and_corrupt(clip: bytes) -> None:

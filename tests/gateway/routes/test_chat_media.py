@@ -215,7 +215,27 @@ async def test_too_many_items_and_bad_sampling(http: httpx.AsyncClient) -> None:
 
 
 async def test_two_videos_are_too_many(http: httpx.AsyncClient) -> None:
+    """No family's tensor carries two videos (video_bytes_input is [1, frames, H, W, 3]):
+    refused before any fetch, saying why."""
     clip = data_url(encode_video(frames=4), "video/mp4")
-    body = chat([video_part(clip), video_part(clip)], "fake-onevision")
+    body = chat([video_part(clip), {"type": "text", "text": "and"}, video_part(clip)])
+    body["model"] = "fake-onevision"
     error = assert_openai_error(await http.post(URL, json=body), 400, "too_many_media_items")
-    assert "2 videos" in error["message"]
+    assert error["param"] == "messages"
+    assert error["message"] == (
+        "this request has 2 videos; model 'fake-onevision' takes one video per request: its "
+        "video tensor (video_bytes_input) carries the frames of one video"
+    )
+
+
+async def test_two_audio_clips_are_too_many(http: httpx.AsyncClient) -> None:
+    """Whisper transcribes one clip per request: two are refused before decoding either."""
+    clip = {"type": "input_audio", "input_audio": {"format": "wav", "data": "UklGRg=="}}
+    body = chat([clip, {"type": "audio_url", "audio_url": {"url": "http://127.0.0.1:9/a"}}])
+    body["model"] = "fake-whisper"
+    error = assert_openai_error(await http.post(URL, json=body), 400, "too_many_media_items")
+    assert error["param"] == "messages"
+    assert error["message"] == (
+        "this request has 2 audio clips; a chat request to a speech model takes one: it "
+        "answers with one transcript, of one clip (its encoder reads that clip's 30 s windows)"
+    )
