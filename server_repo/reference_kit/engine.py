@@ -9,13 +9,16 @@ loop with the prefix cache. Triton tensors are not its business (``pb_tensors.py
     generation = engine.generate(GenerationRequest(text_input="What is this?", images=pixels))
     text = "".join(step.text for step in generation)   # equals engine.decode(token ids)
     generation.stats.input_tokens, generation.stats.reused_blocks, ...
+
+``normalize_log_probs`` is the engine-wide switch of TensorRT-LLM's ``tensorrt_llm`` model
+parameter of that name (``sampling`` says what it changes); the kit's default is off.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -35,7 +38,7 @@ from server_repo.reference_kit.request import (
     InvalidRequest,
     Step,
 )
-from server_repo.reference_kit.sampling import Sampler
+from server_repo.reference_kit.sampling import Sampled, Sampler
 from server_repo.reference_kit.templates import Prompt
 from server_repo.reference_kit.weights import ModelAssets, load_assets
 
@@ -75,9 +78,11 @@ class ReferenceEngine:
         assets: ModelAssets,
         tokens_per_block: int = DEFAULT_TOKENS_PER_BLOCK,
         max_cached_tokens: int = DEFAULT_MAX_CACHED_TOKENS,
+        normalize_log_probs: bool = False,
     ) -> None:
         self.arch = arch
         self.assets = assets
+        self.normalize_log_probs = normalize_log_probs
         self.cache = PrefixCache(tokens_per_block, max_cached_tokens)
         # Fast tokenizers are not safe to share across threads while encoding: serialise.
         self._tokenizer_lock = threading.Lock()
@@ -172,6 +177,7 @@ class ReferenceEngine:
             prepared.prompt.token_ids,
             [self.encode(word) for word in request.bad_words],
             self.assets.device,
+            self.normalize_log_probs,
         )
         stop = StopRule(
             prepared.end_id,
@@ -187,8 +193,19 @@ class ReferenceEngine:
             lm, prepared.embeds, prepared.prompt, self.cache,
             request.extra_id, sampler, stop, stats, is_cancelled,
         )  # fmt: skip
-        for token in tokens:
-            yield Step(token, self.decode([token]))
+        yield from self._scored_steps(tokens)
+
+    def _scored_steps(self, tokens: Iterator[Sampled]) -> Iterator[Step]:
+        """Steps with their text, and the log probs and logits the request asked for."""
+        cumulative = 0.0
+        for sampled in tokens:
+            step = Step(sampled.token, self.decode([sampled.token]))
+            if sampled.full_log_prob is not None:
+                cumulative += sampled.full_log_prob
+                step = replace(step, log_prob=sampled.log_prob, cum_log_prob=cumulative)
+            if sampled.logits is not None:
+                step = replace(step, logits=sampled.logits.numpy())
+            yield step
 
 
 def load_engine(
@@ -198,6 +215,7 @@ def load_engine(
     device: str | None = None,
     tokens_per_block: int = DEFAULT_TOKENS_PER_BLOCK,
     max_cached_tokens: int = DEFAULT_MAX_CACHED_TOKENS,
+    normalize_log_probs: bool = False,
 ) -> ReferenceEngine:
     """Load ``model_name`` ("llava", "llava_onevision" or their "reference_*" Triton names)."""
     arch = get_arch(model_name)
@@ -207,4 +225,4 @@ def load_engine(
         from server_repo.reference_kit.seq2seq import Seq2SeqEngine  # it subclasses this one
 
         engine_class = Seq2SeqEngine
-    return engine_class(arch, assets, tokens_per_block, max_cached_tokens)
+    return engine_class(arch, assets, tokens_per_block, max_cached_tokens, normalize_log_probs)

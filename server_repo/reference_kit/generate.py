@@ -8,7 +8,8 @@ stored. Decoding feeds one token at a time through a transformers ``DynamicCache
 
 Stopping mirrors TensorRT-LLM: ``end_id`` (emitted and counted, it decodes to ""), a stop word
 (its tokens stay in the output), ``max_tokens``, or the caller's ``is_cancelled`` going true.
-Token choice is ``sampling.Sampler``'s job; text decoding is the engine's.
+Token choice (and, when asked, its log probs and raw logits) is ``sampling.Sampler``'s job;
+text decoding is the engine's.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from transformers import DynamicCache, PreTrainedModel
 
 from server_repo.reference_kit.prefix_cache import PrefixCache, join_blocks, slice_blocks
 from server_repo.reference_kit.request import GenerationStats
-from server_repo.reference_kit.sampling import Sampler
+from server_repo.reference_kit.sampling import Sampled, Sampler
 from server_repo.reference_kit.templates import Prompt
 
 
@@ -124,8 +125,8 @@ def run_steps(
     stop: StopRule,
     stats: GenerationStats,
     is_cancelled: Callable[[], bool] | None = None,
-) -> Iterator[int]:
-    """Yield generated token ids one by one, updating ``stats`` before each yield.
+) -> Iterator[Sampled]:
+    """Yield generated tokens one by one, updating ``stats`` before each yield.
 
     Inference mode is entered around each computation, never held across a ``yield``: it is
     thread-local state that would otherwise leak into the consumer between steps.
@@ -153,7 +154,7 @@ def decode_loop(
     stop: StopRule,
     stats: GenerationStats,
     is_cancelled: Callable[[], bool] | None,
-) -> Iterator[int]:
+) -> Iterator[Sampled]:
     """Sample, yield, check stop and cancellation, step: the loop every engine shares
     (decoder-only here, encoder-decoder in ``seq2seq``). ``next_logits(token, generated)``
     runs the model one step; inference mode is entered around it and around sampling, never
@@ -161,10 +162,11 @@ def decode_loop(
     generated: list[int] = []
     while True:
         with torch.inference_mode():
-            token = sampler.choose(logits, generated)
+            sampled = sampler.sample(logits, generated)
+        token = sampled.token
         generated.append(token)
         stats.output_tokens = len(generated)
-        yield token
+        yield sampled
         stats.finish_reason = stop.reason(generated)
         if stats.finish_reason is not None:
             return

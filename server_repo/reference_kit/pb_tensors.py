@@ -13,13 +13,18 @@ declares, so one parser serves both.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from server_repo.reference_kit.request import GenerationRequest, GenerationStats, InvalidRequest
+from server_repo.reference_kit.request import (
+    GenerationRequest,
+    GenerationStats,
+    InvalidRequest,
+    Step,
+)
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,8 @@ class ReturnFlags:
     num_input_tokens: bool = False
     num_output_tokens: bool = False
     perf_metrics: bool = False
+    log_probs: bool = False
+    generation_logits: bool = False
 
 
 def read_inputs(request: Any) -> dict[str, np.ndarray]:
@@ -101,6 +108,8 @@ def parse_request(
     images = _unbatch(tensors, "image_input")
     if images is None:
         images = _unbatch(tensors, "image_bytes_input")
+    log_probs = _option(tensors, "return_log_probs", bool, False)
+    generation_logits = _option(tensors, "return_generation_logits", bool, False)
     request = GenerationRequest(
         text_input=_text(text),
         max_tokens=int(max_tokens),
@@ -123,12 +132,16 @@ def parse_request(
         extra_id=extra_id or None,  # 0 is the uint64 default: no id
         image_sizes=_unbatch(tensors, "image_sizes_input"),
         decoder_text=_text(_scalar(tensors, "decoder_text_input") or b""),
+        return_log_probs=log_probs,
+        return_generation_logits=generation_logits,
     )
     flags = ReturnFlags(
         stream=_option(tensors, "stream", bool, False),
         num_input_tokens=_option(tensors, "return_num_input_tokens", bool, False),
         num_output_tokens=_option(tensors, "return_num_output_tokens", bool, False),
         perf_metrics=_option(tensors, "return_perf_metrics", bool, False),
+        log_probs=log_probs,
+        generation_logits=generation_logits,
     )
     return request, flags
 
@@ -150,6 +163,25 @@ def response_outputs(
         outputs["kv_cache_reused_blocks"] = _int32(stats.reused_blocks)
         outputs["kv_cache_alloc_new_blocks"] = _int32(stats.new_blocks)
         outputs["kv_cache_alloc_total_blocks"] = _int32(stats.total_blocks)
+    return outputs
+
+
+def score_outputs(steps: Sequence[Step], flags: ReturnFlags, new: int) -> dict[str, np.ndarray]:
+    """Log-prob and logits outputs of a response after ``steps``, ``new`` of them in it.
+
+    As TensorRT-LLM's C++ backend fills them (one beam): ``cum_log_probs`` ``[1, 1]`` after the
+    last step; ``output_log_probs`` ``[1, 1, T]`` for *every* step so far, even when streaming;
+    ``generation_logits`` ``[1, 1, new, vocab]`` for the response's own steps only. Empty when
+    the flags ask for neither.
+    """
+    outputs: dict[str, np.ndarray] = {}
+    if flags.log_probs and steps:
+        log_probs = [step.log_prob for step in steps]
+        outputs["cum_log_probs"] = np.array([[steps[-1].cum_log_prob]], dtype=np.float32)
+        outputs["output_log_probs"] = np.array([[log_probs]], dtype=np.float32)
+    if flags.generation_logits and new:
+        rows = [step.logits for step in steps[len(steps) - new :]]
+        outputs["generation_logits"] = np.stack(rows).astype(np.float32)[None, None]
     return outputs
 
 

@@ -30,6 +30,9 @@ class GenerationRequest:
     ``image_sizes``: original ``(height, width)`` per image, ``int [n, 2]`` (``image_sizes_input``;
     LLaVA-NeXT unpads its tile features with them). ``decoder_text``: an encoder-decoder
     model's decoder prompt (``decoder_text_input``); empty means its decoder start token.
+    ``return_log_probs`` / ``return_generation_logits``: score each token (``Step.log_prob``,
+    ``Step.cum_log_prob``) / keep the raw logits it was chosen from (``Step.logits``); nothing
+    is computed for them unless asked (``sampling`` documents the values).
     """
 
     text_input: str
@@ -53,6 +56,8 @@ class GenerationRequest:
     extra_id: int | None = None
     image_sizes: np.ndarray | None = None
     decoder_text: str = ""
+    return_log_probs: bool = False
+    return_generation_logits: bool = False
 
     @property
     def greedy(self) -> bool:
@@ -79,10 +84,19 @@ class GenerationRequest:
 
 @dataclass(frozen=True)
 class Step:
-    """One generated token and its text decoded alone (special tokens skipped, EOS is "")."""
+    """One generated token and its text decoded alone (special tokens skipped, EOS is "").
+
+    With ``return_log_probs``: ``log_prob`` is what ``output_log_probs`` reports for the token
+    and ``cum_log_prob`` what ``cum_log_probs`` reports after it (the running sum of the
+    unnormalized log probs, as TensorRT-LLM keeps it). With ``return_generation_logits``:
+    ``logits`` is the float32 ``[vocab]`` row of raw model logits the token was chosen from.
+    """
 
     token_id: int
     text: str
+    log_prob: float | None = None
+    cum_log_prob: float | None = None
+    logits: np.ndarray | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass

@@ -30,7 +30,7 @@ from server_repo.reference_kit.request import (
     InvalidRequest,
     Step,
 )
-from server_repo.reference_kit.sampling import Sampler
+from server_repo.reference_kit.sampling import Sampled, Sampler
 from server_repo.reference_kit.templates import Prompt
 
 # Decoders with relative position biases (T5, Pix2Struct) have no position table; this bounds
@@ -78,6 +78,7 @@ class Seq2SeqEngine(ReferenceEngine):
             start,
             [self.encode(word) for word in request.bad_words],
             self.assets.device,
+            self.normalize_log_probs,
         )
         stop = StopRule(
             prepared.end_id,
@@ -86,9 +87,9 @@ class Seq2SeqEngine(ReferenceEngine):
         )
         decoder = self.arch.decoder(self.model)
         encode = lambda: self.arch.encode(self.model, prepared.embeds, prepared.features)  # noqa: E731
-        tokens = run_decoder(decoder, encode, start, sampler, stop, stats, is_cancelled)
-        for token in tokens:
-            yield Step(token, self.decode([token]))
+        yield from self._scored_steps(
+            run_decoder(decoder, encode, start, sampler, stop, stats, is_cancelled)
+        )
 
 
 def _decoder_logits(
@@ -114,8 +115,8 @@ def run_decoder(
     stop: StopRule,
     stats: GenerationStats,
     is_cancelled: Callable[[], bool] | None = None,
-) -> Iterator[int]:
-    """Yield generated token ids; the same stopping and statistics as ``generate.run_steps``.
+) -> Iterator[Sampled]:
+    """Yield generated tokens; the same stopping and statistics as ``generate.run_steps``.
 
     Inference mode is entered around each computation, never across a ``yield``.
     """

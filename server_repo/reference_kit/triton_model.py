@@ -6,9 +6,14 @@ decoupled model may. A worker streams one response per token (``stream`` true) o
 with the whole text, then an empty response flagged ``TRITONSERVER_RESPONSE_COMPLETE_FINAL``.
 The client going away (``response_sender.is_cancelled()``) stops generation at the next step.
 
+With ``return_log_probs`` / ``return_generation_logits`` each response also carries
+``cum_log_probs`` and ``output_log_probs`` (all tokens so far) / ``generation_logits`` (its own
+tokens), as ``pb_tensors.score_outputs`` lays them out.
+
 Config ``parameters`` (strings): ``tokens_per_block`` (16), ``checkpoint`` ("" = tiny generated
-model), ``workers`` (2), ``max_cached_tokens`` (prefix cache bound, 65536). Device and cache
-folder come from ``MMGW_REFERENCE_DEVICE`` and ``MMGW_REFERENCE_CACHE``.
+model), ``workers`` (2), ``max_cached_tokens`` (prefix cache bound, 65536),
+``normalize_log_probs`` (true unless "false" or "0", as TensorRT-LLM's backend reads it). Device
+and cache folder come from ``MMGW_REFERENCE_DEVICE`` and ``MMGW_REFERENCE_CACHE``.
 """
 
 from __future__ import annotations
@@ -26,10 +31,11 @@ from server_repo.reference_kit.pb_tensors import (
     parse_request,
     read_inputs,
     response_outputs,
+    score_outputs,
     to_pb_tensors,
 )
 from server_repo.reference_kit.prefix_cache import DEFAULT_MAX_CACHED_TOKENS
-from server_repo.reference_kit.request import GenerationRequest, InvalidRequest
+from server_repo.reference_kit.request import GenerationRequest, InvalidRequest, Step
 
 METRIC_BATCH = 8  # tokens per metric update: a cheap, still fine-grained progress signal
 
@@ -37,6 +43,11 @@ METRIC_BATCH = 8  # tokens per metric update: a cheap, still fine-grained progre
 def _parameters(model_config: dict[str, Any]) -> dict[str, str]:
     raw = model_config.get("parameters", {}) or {}
     return {key: str(value.get("string_value", "")) for key, value in raw.items()}
+
+
+def _normalize_log_probs(value: str | None) -> bool:
+    """TensorRT-LLM's backend normalizes unless the parameter reads false (unset: true)."""
+    return (value or "").strip().lower() not in ("false", "0", "no")
 
 
 class ReferenceTritonModel:
@@ -56,6 +67,7 @@ class ReferenceTritonModel:
             checkpoint=params.get("checkpoint") or None,
             tokens_per_block=int(params.get("tokens_per_block") or 16),
             max_cached_tokens=int(params.get("max_cached_tokens") or DEFAULT_MAX_CACHED_TOKENS),
+            normalize_log_probs=_normalize_log_probs(params.get("normalize_log_probs")),
         )
         self._stopping = False
         # A Triton custom metric, so tests can watch generation stop when a client leaves.
@@ -100,16 +112,26 @@ class ReferenceTritonModel:
                 request, is_cancelled=lambda: self._stopping or sender.is_cancelled()
             )
             token_ids: list[int] = []
+            scored: list[Step] = []  # kept only when log probs or logits are asked for
+            keep = flags.log_probs or flags.generation_logits
             for step in generation:
                 token_ids.append(step.token_id)
+                if keep:
+                    scored.append(step)
                 if len(token_ids) % METRIC_BATCH == 0:
                     self._count_tokens(METRIC_BATCH)
                 if flags.stream:
-                    self._send(sender, response_outputs(step.text, generation.stats, flags))
+                    outputs = response_outputs(step.text, generation.stats, flags)
+                    if keep:
+                        outputs |= score_outputs(scored, flags, new=1)
+                    self._send(sender, outputs)
             self._count_tokens(len(token_ids) % METRIC_BATCH)
             if not flags.stream and not generation.stats.cancelled:
                 text = self.engine.decode(token_ids)
-                self._send(sender, response_outputs(text, generation.stats, flags))
+                outputs = response_outputs(text, generation.stats, flags)
+                if keep:
+                    outputs |= score_outputs(scored, flags, new=len(scored))
+                self._send(sender, outputs)
             self._send_final(sender)
         except InvalidRequest as exc:
             self._send_error(sender, str(exc), invalid=True)

@@ -42,7 +42,10 @@ def interface(config: dict) -> dict:
     ("path", "config"),
     [
         ("server_repo/reference/reference_llava/config.pbtxt", ensemble_config("x")),
-        ("server_repo/bench_models/loadgen_ensemble/config.pbtxt", ensemble_config("x")),
+        (
+            "server_repo/bench_models/loadgen_ensemble/config.pbtxt",
+            ensemble_config("x", log_probs=False),
+        ),
         (
             "server_repo/reference/reference_llava_onevision/config.pbtxt",
             ensemble_config("x", image="image_bytes_input", video=True, spelling="current"),

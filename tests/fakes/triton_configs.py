@@ -43,6 +43,8 @@ _ENSEMBLE_INPUTS: tuple[tuple[str, str, tuple[int, ...], bool], ...] = (
     ("return_num_input_tokens", "TYPE_BOOL", (1,), True),
     ("return_num_output_tokens", "TYPE_BOOL", (1,), True),
     ("return_perf_metrics", "TYPE_BOOL", (1,), True),
+    ("return_log_probs", "TYPE_BOOL", (1,), True),
+    ("return_generation_logits", "TYPE_BOOL", (1,), True),
 )
 _ENSEMBLE_OUTPUTS = (
     ("text_output", "TYPE_STRING", (-1,)),
@@ -51,7 +53,15 @@ _ENSEMBLE_OUTPUTS = (
     ("kv_cache_reused_blocks", "TYPE_INT32", (1,)),
     ("kv_cache_alloc_new_blocks", "TYPE_INT32", (1,)),
     ("kv_cache_alloc_total_blocks", "TYPE_INT32", (1,)),
+    ("cum_log_probs", "TYPE_FP32", (-1,)),
+    ("output_log_probs", "TYPE_FP32", (-1, -1)),
+    ("generation_logits", "TYPE_FP32", (-1, -1, -1)),
 )
+# What ``log_probs=False`` leaves out (triton-contract.md section 8).
+_LOG_PROB_TENSORS = frozenset(
+    {"return_log_probs", "return_generation_logits", "cum_log_probs", "output_log_probs",
+     "generation_logits"}
+)  # fmt: skip
 _IMAGE_TYPES = {"image_input": "TYPE_FP16", "image_bytes_input": "TYPE_UINT8"}
 # TensorRT-LLM's two spellings: tensorrtllm_backend v0.19 and later main.
 SPELLINGS = {
@@ -124,13 +134,15 @@ def ensemble_config(
     decoupled: bool = True,
     tokens_per_block: int = 16,
     only: Sequence[str] | None = None,
+    log_probs: bool = True,
 ) -> dict[str, Any]:
     """A multimodal ``ensemble`` (triton-contract.md section 2).
 
     ``image``: ``image_input`` (FP16 pixels: LLaVA, BLIP-2, VILA), ``image_bytes_input`` (UINT8
     pixels: LLaVA-OneVision, Mllama, Qwen2-VL) or None; ``video`` adds ``video_bytes_input``;
     ``spelling`` picks v0.19's or current input names; ``only`` keeps just those inputs (a
-    deployment built from an older or trimmed template).
+    deployment built from an older or trimmed template); ``log_probs`` False leaves out the
+    log-prob and generation-logits tensors (the benchmark's load generator has none).
     """
     names = {"image": image, "video": "video_bytes_input" if video else None, **SPELLINGS[spelling]}
     inputs = []
@@ -142,12 +154,15 @@ def ensemble_config(
                 continue
             data_type = data_type or _IMAGE_TYPES[resolved]
             input_name = resolved
+        if not log_probs and input_name in _LOG_PROB_TENSORS:
+            continue
         if only is None or input_name in only:
             inputs.append((input_name, data_type, dims, optional))
+    outputs = [o for o in _ENSEMBLE_OUTPUTS if log_probs or o[0] not in _LOG_PROB_TENSORS]
     return _model_config(
         name,
         inputs,
-        _ENSEMBLE_OUTPUTS,
+        outputs,
         decoupled=decoupled,
         parameters={"tokens_per_block": str(tokens_per_block)},
     )

@@ -41,6 +41,11 @@ async def test_family_models_load_with_their_contract(
         assert ("decoder_text_input" in declared) == (family in ENCODER_DECODER), model
         assert ("image_sizes_input" in declared) == (family == "llava_next"), model
         assert config["model_transaction_policy"]["decoupled"] is True
+        assert {"return_log_probs", "return_generation_logits"} <= set(declared)
+        outputs = {item["name"]: (item["data_type"], item["dims"]) for item in config["output"]}
+        assert outputs["cum_log_probs"] == ("TYPE_FP32", ["-1"]), model
+        assert outputs["output_log_probs"] == ("TYPE_FP32", ["-1", "-1"]), model
+        assert outputs["generation_logits"] == ("TYPE_FP32", ["-1", "-1", "-1"]), model
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -86,6 +86,47 @@ async def test_llava_greedy_answer_matches_in_process(
     local = llava_engine.complete(GenerationRequest("What is this?", 10, images=pixels))
     assert texts(results) == [local.text]
     assert int_output(results[0], "num_input_tokens") == local.stats.input_tokens
+    assert results[0].as_numpy("output_log_probs") is None  # not asked for, not sent
+
+
+async def test_log_probs_and_generation_logits_per_response(
+    stub: service_pb2_grpc.GRPCInferenceServiceStub, llava_engine: ReferenceEngine
+) -> None:
+    """Streamed: every log prob so far, this token's logits; unstreamed: all of them. The
+    values are the in-process kit's (greedy at temperature 1: the raw log-softmax)."""
+    pixels = llava_pixels(9)
+    scores = {
+        name: one(True, np.bool_) for name in ("return_log_probs", "return_generation_logits")
+    }
+    request = tensors("What is this?", 6, image_input=pixels[None], **scores)
+    streamed, error = await stream(stub, LLAVA, {**request, "stream": one(True, np.bool_)})
+    assert error is None
+    whole, error = await stream(stub, LLAVA, request)
+    assert error is None and len(whole) == 2
+    scored = GenerationRequest(
+        "What is this?", 6, images=pixels, return_log_probs=True, return_generation_logits=True
+    )
+    local = await asyncio.to_thread(lambda: list(llava_engine.generate(scored)))
+    log_probs = [step.log_prob for step in local]
+    vocab = local[0].logits.shape[0]
+    assert len(streamed) == len(local) + 1 and streamed[-1].as_numpy("cum_log_probs") is None
+    for count, (result, step) in enumerate(zip(streamed, local, strict=False), start=1):
+        output = result.as_numpy("output_log_probs")
+        assert output.dtype == np.float32 and output.shape == (1, 1, count)
+        np.testing.assert_allclose(output[0, 0], log_probs[:count], atol=1e-5)
+        cum = result.as_numpy("cum_log_probs")
+        assert cum.dtype == np.float32 and cum.shape == (1, 1)
+        assert cum[0, 0] == pytest.approx(step.cum_log_prob, abs=1e-5)
+        logits = result.as_numpy("generation_logits")
+        assert logits.dtype == np.float32 and logits.shape == (1, 1, 1, vocab)
+        np.testing.assert_allclose(logits[0, 0, 0], step.logits, atol=1e-5)
+    result = whole[0]
+    assert result.as_numpy("output_log_probs").shape == (1, 1, len(local))
+    np.testing.assert_allclose(result.as_numpy("output_log_probs")[0, 0], log_probs, atol=1e-5)
+    assert result.as_numpy("cum_log_probs")[0, 0] == pytest.approx(sum(log_probs), abs=1e-4)
+    logits = result.as_numpy("generation_logits")
+    assert logits.shape == (1, 1, len(local), vocab)
+    np.testing.assert_allclose(logits[0, 0], np.stack([s.logits for s in local]), atol=1e-5)
 
 
 @pytest.mark.parametrize("media", ["image", "video", "both"])

@@ -49,7 +49,7 @@ def _pixel_inputs(engine: ReferenceEngine, request: GenerationRequest, ids: torc
     family, images = engine.arch.family, request.images
     if images is None:
         return {}
-    if family in ("blip2_opt", "blip2_t5", "nougat"):
+    if family in ("llava", "blip2_opt", "blip2_t5", "nougat"):
         return {"pixel_values": _float(images)}
     if family == "kosmos2":
         mask = torch.tensor([engine.prepare(request).prompt.media_mask]).long()
@@ -73,12 +73,22 @@ def _pixel_inputs(engine: ReferenceEngine, request: GenerationRequest, ids: torc
 
 def hf_greedy(engine: ReferenceEngine, request: GenerationRequest) -> list[int]:
     """HF ``generate(do_sample=False)`` token ids for ``request``, prompt stripped."""
+    return hf_greedy_logits(engine, request)[0]
+
+
+def hf_greedy_logits(
+    engine: ReferenceEngine, request: GenerationRequest
+) -> tuple[list[int], torch.Tensor]:
+    """HF greedy token ids and the raw logits each was chosen from (``[steps, vocab]``, fp32),
+    as ``generate(output_logits=True)`` returns them."""
     ids = torch.tensor([engine.prepare(request).prompt.token_ids])
     options: dict[str, Any] = {
         "max_new_tokens": request.max_tokens,
         "do_sample": False,
         "eos_token_id": engine.eos_token_id,
         "pad_token_id": engine.tokenizer.pad_token_id,
+        "return_dict_in_generate": True,
+        "output_logits": True,
     }
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
     inputs.update(_pixel_inputs(engine, request, ids))
@@ -90,9 +100,10 @@ def hf_greedy(engine: ReferenceEngine, request: GenerationRequest) -> list[int]:
                 inputs["attention_mask"] = (inputs["flattened_patches"].sum(-1) != 0).float()
     with torch.inference_mode():
         output = engine.model.generate(**inputs, **options)
+    logits = torch.cat([step.float() for step in output.logits])
     if engine.arch.encoder_decoder:
-        return output[0, 1:].tolist()  # after the decoder start token
-    return output[0, inputs["input_ids"].shape[1] :].tolist()
+        return output.sequences[0, 1:].tolist(), logits  # after the decoder start token
+    return output.sequences[0, inputs["input_ids"].shape[1] :].tolist(), logits
 
 
 def kit_greedy(engine: ReferenceEngine, request: GenerationRequest) -> list[int]:

@@ -13,9 +13,10 @@ from server_repo.reference_kit.pb_tensors import (
     parse_request,
     read_inputs,
     response_outputs,
+    score_outputs,
     to_pb_tensors,
 )
-from server_repo.reference_kit.request import GenerationStats, InvalidRequest
+from server_repo.reference_kit.request import GenerationStats, InvalidRequest, Step
 
 
 def _scalar(value: object, dtype: object) -> np.ndarray:
@@ -127,6 +128,51 @@ def test_response_outputs_only_when_asked() -> None:
     assert all(
         v.dtype == np.int32 and v.shape == (1, 1) for k, v in full.items() if k != "text_output"
     )
+
+
+def test_log_prob_flags_reach_the_request_and_the_response() -> None:
+    tensors = {
+        **BASE,
+        "return_log_probs": _scalar(True, np.bool_),
+        "return_generation_logits": _scalar(True, np.bool_),
+    }
+    request, flags = parse_request(tensors, InputNames())
+    assert request.return_log_probs and request.return_generation_logits
+    assert flags.log_probs and flags.generation_logits
+    plain, _ = parse_request(BASE, InputNames())
+    assert not (plain.return_log_probs or plain.return_generation_logits)
+
+
+def _steps(count: int, vocab: int = 5) -> list[Step]:
+    return [
+        Step(i, "", log_prob=-0.5 * i, cum_log_prob=-1.0 * i,
+             logits=np.full(vocab, i, dtype=np.float32))
+        for i in range(1, count + 1)
+    ]  # fmt: skip
+
+
+def test_score_outputs_lay_out_like_the_trt_llm_backend() -> None:
+    both = ReturnFlags(log_probs=True, generation_logits=True)
+    steps = _steps(3)
+    # A streamed response: every log prob so far, its own token's logits.
+    streamed = score_outputs(steps, both, new=1)
+    assert streamed["cum_log_probs"].shape == (1, 1) and streamed["cum_log_probs"][0, 0] == -3.0
+    assert streamed["output_log_probs"].tolist() == [[[-0.5, -1.0, -1.5]]]
+    assert streamed["generation_logits"].shape == (1, 1, 1, 5)
+    assert (streamed["generation_logits"] == 3.0).all()
+    # The unstreamed response: all of them, [batch, beam, T(, vocab)].
+    whole = score_outputs(steps, both, new=3)
+    assert whole["output_log_probs"].shape == (1, 1, 3)
+    assert whole["generation_logits"].shape == (1, 1, 3, 5)
+    assert whole["generation_logits"][0, 0, :, 0].tolist() == [1.0, 2.0, 3.0]
+    assert all(array.dtype == np.float32 for array in whole.values())
+    assert set(score_outputs(steps, ReturnFlags(log_probs=True), new=1)) == {
+        "cum_log_probs", "output_log_probs",
+    }  # fmt: skip
+    assert list(score_outputs(steps, ReturnFlags(generation_logits=True), new=1)) == [
+        "generation_logits"
+    ]
+    assert score_outputs(steps, ReturnFlags(stream=True), new=1) == {}
 
 
 def test_pb_helpers_use_the_backend_objects() -> None:

@@ -136,6 +136,37 @@ def test_stream_sends_one_response_per_token_then_final(model: ReferenceTritonMo
     assert whole.sent[0][0].outputs["text_output"][0, 0].decode() == "".join(deltas)
 
 
+def _scored_request(stream: bool, sender: FakeSender) -> FakeRequest:
+    request = _request(5, stream, sender)
+    request.tensors["return_log_probs"] = np.array([[True]])
+    request.tensors["return_generation_logits"] = np.array([[True]])
+    return request
+
+
+def test_log_probs_and_logits_per_response(model: ReferenceTritonModel) -> None:
+    streamed, whole = FakeSender(), FakeSender()
+    _run(model, _scored_request(True, streamed), _scored_request(False, whole))
+    # No normalize_log_probs parameter: the backend's default, normalized, so greedy gives 0
+    # while cum_log_probs sums the unnormalized values.
+    assert model.engine.normalize_log_probs
+    responses = [r.outputs for r, _ in streamed.sent[:-1]]
+    assert len(responses) == 5
+    vocab = model.engine.model.config.get_text_config(decoder=True).vocab_size
+    for count, outputs in enumerate(responses, start=1):
+        assert outputs["output_log_probs"].shape == (1, 1, count)  # all tokens so far
+        assert outputs["output_log_probs"].tolist() == [[[0.0] * count]]
+        assert outputs["cum_log_probs"].shape == (1, 1) and outputs["cum_log_probs"][0, 0] < 0
+        assert outputs["generation_logits"].shape == (1, 1, 1, vocab)  # this token only
+    one = whole.sent[0][0].outputs
+    assert one["output_log_probs"].shape == (1, 1, 5)
+    assert one["cum_log_probs"] == responses[-1]["cum_log_probs"]
+    assert one["generation_logits"].shape == (1, 1, 5, vocab)
+    streamed_logits = np.concatenate([o["generation_logits"] for o in responses], axis=2)
+    np.testing.assert_array_equal(one["generation_logits"], streamed_logits)
+    scores = ("cum_log_probs", "output_log_probs", "generation_logits")
+    assert all(o[name].dtype == np.float32 for o in [one, *responses] for name in scores)
+
+
 def test_invalid_request_gets_an_error_and_final_flag(model: ReferenceTritonModel) -> None:
     sender = FakeSender()
     _run(model, _request(0, True, sender))
