@@ -14,7 +14,7 @@ import time
 from gateway.errors import InvalidRequest
 from gateway.pipeline._watchdog import Timeouts
 from gateway.pipeline.conversation import parse_messages
-from gateway.pipeline.generation import check_prompt_size, draft, refuse_extensions
+from gateway.pipeline.generation import check_prompt_size, draft, refuse
 from gateway.pipeline.lora import lora_choice
 from gateway.pipeline.media import prepare_media
 from gateway.pipeline.relay import Prepared, family_plan, prepared
@@ -36,15 +36,7 @@ def refuse_unsupported(request: ChatCompletionRequest) -> None:
         ),
         "audio": ("spoken output is not supported", request.audio is not None),
     }
-    for param, (message, refused) in refusals.items():
-        if refused:
-            raise InvalidRequest(message, param=param, code="unsupported_parameter")
-    if request.stream_options is not None and not request.stream:
-        raise InvalidRequest(
-            "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
-            param="stream_options",
-        )
-    refuse_extensions(request)
+    refuse(request, refusals)
     if request.response_format and request.response_format.type != "text":
         raise InvalidRequest(
             "only response_format type 'text' is supported",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from gateway.errors import InvalidRequest
 from gateway.families.base import Conversation, Turn
 from gateway.pipeline._watchdog import Timeouts
-from gateway.pipeline.generation import check_prompt_size, draft, refuse_extensions
+from gateway.pipeline.generation import check_prompt_size, draft, refuse
 from gateway.pipeline.relay import Prepared, family_plan, prepared
 from gateway.protocol.completions import CompletionRequest
 from gateway.runtime import Runtime, ServedRuntime
@@ -36,15 +36,7 @@ def refuse_unsupported(request: CompletionRequest) -> list[str]:
         "logprobs": ("logprobs are not supported yet", request.logprobs is not None),
         "logit_bias": ("logit_bias is not supported", bool(request.logit_bias)),
     }
-    for param, (message, refused) in refusals.items():
-        if refused:
-            raise InvalidRequest(message, param=param, code="unsupported_parameter")
-    if request.stream_options is not None and not request.stream:
-        raise InvalidRequest(
-            "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
-            param="stream_options",
-        )
-    refuse_extensions(request)
+    refuse(request, refusals)
     return prompts
 
 

@@ -99,6 +99,21 @@ VLLM_EXTENSIONS: dict[str, object] = {
 }
 
 
+def refuse(request: TextFields, refusals: dict[str, tuple[str, bool]]) -> None:
+    """A 400 naming the first field the engine cannot honour (``refusals``: field ->
+    (why, whether this request uses it)), stream options without a stream, or a vLLM
+    extension set away from its default: never a silent drop."""
+    for param, (message, refused) in refusals.items():
+        if refused:
+            raise InvalidRequest(message, param=param, code="unsupported_parameter")
+    if request.stream_options is not None and not request.stream:
+        raise InvalidRequest(
+            "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
+            param="stream_options",
+        )
+    refuse_extensions(request)
+
+
 def refuse_extensions(request: TextFields) -> None:
     extra = request.model_extra or {}
     for name, default in VLLM_EXTENSIONS.items():
