@@ -161,6 +161,7 @@ class RateLimited(ClientError):
     status_code = 429
     error_type = "rate_limit_error"
     default_code = "rate_limit_exceeded"
+    retry_after_s = 1
 
 
 class HeaderFieldsTooLarge(ClientError):

@@ -131,13 +131,10 @@ class InFlightLimitMiddleware:
                     raise self._refusal()
             return message
 
-        async def send_retry_after(message: Message) -> None:
-            if message["type"] == "http.response.start" and refused:
-                message["headers"] = [*message.get("headers", []), RETRY_AFTER]
-            await send(message)
-
         try:
-            await self.app(scope, receive_then_take, send_retry_after)
+            # No send wrapper (it would cost every streamed token a call): a refusal raised
+            # here is answered by the app's error handler, Retry-After included.
+            await self.app(scope, receive_then_take, send)
         finally:
             if held:
                 self._give_back()

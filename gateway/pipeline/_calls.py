@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from asyncio import current_task
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -74,8 +73,6 @@ class Run:
             async with contextlib.aclosing(self._named_calls()) as pieces:
                 async for piece in pieces:
                     yield piece
-                    if self.watch is not None:
-                        self.watch.task = current_task()
         except asyncio.CancelledError:
             timeout = self._silence()
             if timeout is None:
@@ -89,7 +86,7 @@ class Run:
             served.config.triton_model, self.prepared.inputs, self.request_id
         )
         self._streams.append(stream)
-        counters, record, watch = self.counters, self.record, self.watch
+        counters, record = self.counters, self.record
         try:
             async for raw in stream:
                 if lora is not None and lora.weights is not None:
@@ -99,13 +96,9 @@ class Run:
                 if response.has_output and not response.final:
                     self.tokens += 1
                     record.on_token()
-                    if watch is not None:
-                        watch.tokens += 1
                 text = to_delta(response.text) if to_delta else response.text
                 if text:
                     yield text
-                    if watch is not None:
-                        watch.task = current_task()  # who reads on (another task, maybe)
         except asyncio.CancelledError:
             timeout = self._silence()
             if timeout is None:
@@ -147,8 +140,6 @@ class Run:
                 piece, tokens = item
                 self.tokens += tokens
                 self.record.on_token()
-                if self.watch is not None:
-                    self.watch.tokens += tokens
                 if deltas is not None:
                     piece = deltas.feed(piece)
                 if piece:

@@ -1,18 +1,18 @@
-"""Ends a relay whose Triton has gone silent, at almost no cost per token.
+"""Ends a relay whose Triton has gone silent, at no cost per token.
 
-One timer per request, not one per token: the relay only counts tokens and notes which task
-reads the stream (a streamed answer is read by one task up to its first token and by another
-after), two attribute stores a token. The timer wakes every half gap-limit and compares the
-count with what it saw last time; if the first token, the gap since the last progress or the
-whole request has run past its limit, it cancels the reading task, and the relay turns that
-cancellation into ``UpstreamTimeout`` (a client's own disconnect stays a plain cancellation).
-So a Triton that is hung (stopped, deadlocked) or whose connection silently died ends every
-stream with an error between one and one and a half limits after its last token.
+One timer per request, and nothing per token: the timer wakes every half gap-limit and
+compares the relay's token count (which the relay keeps anyway) with what it saw last time.
+If the first token, the gap since the last progress or the whole request has run past its
+limit, it cancels the reading task, and the relay turns that cancellation into
+``UpstreamTimeout`` (a client's own disconnect stays a plain cancellation). So a Triton that
+is hung (stopped, deadlocked) or whose connection silently died ends every stream with an
+error between one and one and a half limits after its last token.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from gateway.config import UpstreamSettings
@@ -34,13 +34,13 @@ class Timeouts:
 class SilenceWatch:
     """Watches one request's stream from ``start()`` until ``stop()``.
 
-    The relay does ``watch.tokens += 1`` per token and ``watch.task = current_task()`` after
-    each yield; nothing else runs per token.
+    ``progress`` reads the relay's token count. The request is read by one task from its
+    arrival to its last byte (``routes/answer.py``), the one ``start()`` runs in.
     """
 
-    def __init__(self, timeouts: Timeouts) -> None:
+    def __init__(self, timeouts: Timeouts, progress: Callable[[], int]) -> None:
         self.timeouts = timeouts
-        self.tokens = 0
+        self.progress = progress
         self.task: asyncio.Task[object] | None = None
         self.fired: str | None = None  # why it cancelled, once it has
         self._loop = asyncio.get_running_loop()
@@ -71,7 +71,7 @@ class SilenceWatch:
         limits = self.timeouts
         if now >= self._started + limits.request_s:
             return "ran past the request deadline"
-        if self.tokens == 0:
+        if self._seen == 0:
             silent = now >= self._started + limits.first_token_s
             return "sent no first token in time" if silent else None
         if now >= self._progress_at + limits.token_s:
@@ -80,8 +80,9 @@ class SilenceWatch:
 
     def _check(self) -> None:
         now = self._loop.time()
-        if self.tokens != self._seen:
-            self._seen, self._progress_at = self.tokens, now
+        tokens = self.progress()
+        if tokens != self._seen:
+            self._seen, self._progress_at = tokens, now
         self.fired = self._verdict(now)
         if self.fired is None:
             self._arm()

@@ -80,8 +80,10 @@ async def relay(
     """Text deltas as Triton produces them, then one ``Outcome``."""
     record = record or RequestRecord(request_id, "", "")
     stop = StopMatcher(prepared.stops)
-    watch = SilenceWatch(prepared.timeouts) if prepared.timeouts is not None else None
-    run = _calls.run(prepared, request_id, record, watch)
+    watch = None
+    run = _calls.run(prepared, request_id, record, None)
+    if prepared.timeouts is not None:
+        watch = run.watch = SilenceWatch(prepared.timeouts, lambda: run.tokens)
     pieces = run.pieces()  # an async generator: closed below, which closes its Triton call
     finished = False
     if watch is not None:
