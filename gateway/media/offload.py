@@ -27,30 +27,22 @@ is the caller's business; this module knows no media format.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import importlib
-import json
 import logging
 import os
-import resource
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 
 from gateway.errors import (
-    GatewayError,
-    MediaDecodeError,
     MediaTimeout,
-    MediaTooLarge,
     MediaWorkerFailed,
 )
 from gateway.media import limits
+from gateway.media._worker import Reply as _Reply
+from gateway.media._worker import Worker as _Worker
+from gateway.media._worker import spawn_worker
 
 __all__ = ["DEFAULT_ITEM_TIMEOUT_S", "DEFAULT_MEMORY_LIMIT_MB", "OffloadLimits", "Offloader"]
 
@@ -61,8 +53,6 @@ DEFAULT_ITEM_TIMEOUT_S = limits.DEFAULT_DECODE_TIMEOUT_S
 DEFAULT_MEMORY_LIMIT_MB = limits.DEFAULT_DECODE_MEMORY_MB
 
 T = TypeVar("T")
-_Reply = tuple[bool, Any]
-_BOOT = "from gateway.media.offload import _worker_entry; _worker_entry()"
 _PING_TIMEOUT_S = 2.0  # an idle worker answers in well under a millisecond
 
 
@@ -74,72 +64,6 @@ class OffloadLimits:
     workers: int = DEFAULT_WORKERS
     item_timeout_s: float = DEFAULT_ITEM_TIMEOUT_S
     memory_limit_mb: int | None = DEFAULT_MEMORY_LIMIT_MB
-
-
-def _worker_entry() -> None:
-    """A worker's life (``python -c``): set up from argv, then receive (function, args) and
-    reply (ok, result or error) until the parent closes the pipe or goes away."""
-    read_fd, write_fd, config = int(sys.argv[1]), int(sys.argv[2]), json.loads(sys.argv[3])
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    sys.path[:] = config["sys_path"]
-    for module in config["preload"]:
-        importlib.import_module(module)
-    if config["memory_limit_mb"]:
-        limit = config["memory_limit_mb"] * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    inbox, outbox = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
-    while True:
-        try:
-            function, args = inbox.recv()
-        except (EOFError, OSError):
-            return
-        outbox.send(_call(function, args))
-
-
-def _call(function: Callable[..., Any], args: tuple[Any, ...]) -> _Reply:
-    try:
-        return True, function(*args)
-    except GatewayError as exc:
-        return False, exc
-    except MemoryError:
-        return False, MediaTooLarge(
-            "The media needs more memory to decode than this server allows."
-        )
-    except Exception as exc:  # a decoder error nobody mapped: log it here, say little outside
-        name = getattr(function, "__name__", "?")
-        log.warning("media worker: %s in %s", type(exc).__name__, name)
-        return False, MediaDecodeError("The media could not be decoded.")
-
-
-@dataclass(eq=False)  # identity semantics: workers live in a set
-class _Worker:
-    process: subprocess.Popen[bytes]
-    outbox: Connection
-    inbox: Connection
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def alive(self) -> bool:
-        """Not exited (reaps it if it has: ``poll`` is a non-blocking ``waitpid``)."""
-        return self.process.poll() is None
-
-    def call(self, function: Callable[..., Any], args: tuple[Any, ...]) -> _Reply:
-        """One round trip; runs in a helper thread. EOFError/OSError: the worker died."""
-        self.outbox.send((function, args))
-        reply: _Reply = self.inbox.recv()
-        return reply
-
-    def kill(self) -> None:
-        """SIGKILL (a stuck decoder ignores anything gentler), then reap it."""
-        with contextlib.suppress(OSError):
-            self.process.kill()
-        for connection in (self.outbox, self.inbox):
-            with contextlib.suppress(OSError):
-                connection.close()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(5)
 
 
 class Offloader:
@@ -311,29 +235,8 @@ class Offloader:
         return worker
 
     def _spawn(self) -> _Worker:
-        """Start one worker interpreter with a pipe each way (blocking: call it in a thread)."""
-        to_child_r, to_child_w = os.pipe()
-        from_child_r, from_child_w = os.pipe()
-        config = {
-            "sys_path": sys.path,
-            "preload": self._preload,
-            "memory_limit_mb": self.limits.memory_limit_mb,
-        }
-        command = [sys.executable, "-c", _BOOT, str(to_child_r), str(from_child_w)]
-        try:
-            process = subprocess.Popen(
-                [*command, json.dumps(config)],
-                pass_fds=(to_child_r, from_child_w),
-                stdin=subprocess.DEVNULL,
-            )
-        finally:
-            os.close(to_child_r)
-            os.close(from_child_w)
-        worker = _Worker(
-            process,
-            outbox=Connection(to_child_w, readable=False),
-            inbox=Connection(from_child_r, writable=False),
-        )
+        """Start one worker and count it (blocking: call it in a thread)."""
+        worker = spawn_worker(self._preload, self.limits.memory_limit_mb)
         self._workers.add(worker)
         return worker
 
