@@ -131,7 +131,8 @@ def _error() -> ShuttingDown:
 
 async def _refuse(send: Send) -> None:
     error = _error()
-    headers = [(b"content-type", b"application/json"), (b"retry-after", b"1")]
+    retry_after = str(error.retry_after_s or 1).encode()
+    headers = [(b"content-type", b"application/json"), (b"retry-after", retry_after)]
     await send({"type": "http.response.start", "status": error.status_code, "headers": headers})
     await send({"type": "http.response.body", "body": json.dumps(error.to_body()).encode()})
 

@@ -11,17 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
 
 from gateway.errors import UpstreamTimeout
 from gateway.families.calls import GenerationRequest, NamedCall, OutputReader, Plan
 from gateway.observability.record import RequestRecord
 from gateway.pipeline._watchdog import SilenceWatch, as_timeout
 from gateway.streaming.text import CumulativeToDelta, StrippedDeltas
-from gateway.triton.responses import output_array, text_response
+from gateway.triton.responses import output_arrays, text_response
 from gateway.triton.tensors import named_inputs
 
 if TYPE_CHECKING:
@@ -117,7 +115,7 @@ class Run:
         stream = self._open(call)
         self._streams.append(stream)
         async for raw in stream:
-            reader.feed(_outputs(raw, call.outputs))
+            reader.feed(output_arrays(raw, call.outputs))
         return reader.close()
 
     async def _named_calls(self) -> AsyncGenerator[str, None]:
@@ -163,7 +161,7 @@ class Run:
                 stream = self._open(call)
                 async for raw in stream:
                     before = reader.tokens
-                    piece = reader.feed(_outputs(raw, call.outputs))
+                    piece = reader.feed(output_arrays(raw, call.outputs))
                     if reader.tokens != before or piece:
                         await queue.put((piece, reader.tokens - before))
             await queue.put(_END)
@@ -194,12 +192,3 @@ def run(
     prepared: Prepared, request_id: str, record: RequestRecord, watch: SilenceWatch | None
 ) -> Run:
     return Run(prepared, request_id, record, watch)
-
-
-def _outputs(raw: Any, names: tuple[str, ...]) -> Mapping[str, np.ndarray]:
-    arrays = {}
-    for name in names:
-        array = output_array(raw, name)
-        if array is not None:
-            arrays[name] = array
-    return arrays

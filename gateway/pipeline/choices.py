@@ -75,24 +75,3 @@ async def merged(
                 await task
         for relay in relays:
             await relay.aclose()  # type: ignore[attr-defined]
-
-
-async def collect_choices(
-    events: AsyncIterator[Choice | Outcome],
-) -> tuple[list[str], list[Outcome], Outcome]:
-    """The whole answer of a non-streamed request of several choices."""
-    texts: dict[int, list[str]] = {}
-    outcomes: dict[int, Outcome] = {}
-    try:
-        async for event in events:
-            if isinstance(event, Outcome):
-                count = len(outcomes)
-                joined = ["".join(texts.get(i, [])) for i in range(count)]
-                return joined, [outcomes[i] for i in range(count)], event
-            if isinstance(event.item, Outcome):
-                outcomes[event.index] = event.item
-            else:
-                texts.setdefault(event.index, []).append(event.item)
-    finally:
-        await events.aclose()  # type: ignore[attr-defined]
-    raise RuntimeError("the choices ended without an outcome")

@@ -103,6 +103,24 @@ class ChunkWriter:
         return self._chunk([], usage=usage.to_dict())
 
 
+def response_object(
+    object_type: str,
+    completion_id: str,
+    model: str,
+    choices: list[dict[str, Any]],
+    usage: UsageCounts,
+) -> dict[str, Any]:
+    """A non-streamed completion object (``chat.completion``, ``text_completion``)."""
+    return {
+        "id": completion_id,
+        "object": object_type,
+        "created": int(time.time()),
+        "model": model,
+        "choices": choices,
+        "usage": usage.to_dict(),
+    }
+
+
 def completion_body(
     completion_id: str,
     model: str,
@@ -111,19 +129,13 @@ def completion_body(
     usage: UsageCounts,
 ) -> dict[str, Any]:
     """The non-streamed ``chat.completion`` object, one choice per text."""
-    return {
-        "id": completion_id,
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [
-            {
-                "index": index,
-                "message": {"role": "assistant", "content": text, "refusal": None},
-                "logprobs": None,
-                "finish_reason": reason,
-            }
-            for index, (text, reason) in enumerate(zip(texts, finish_reasons, strict=True))
-        ],
-        "usage": usage.to_dict(),
-    }
+    choices = [
+        {
+            "index": index,
+            "message": {"role": "assistant", "content": text, "refusal": None},
+            "logprobs": None,
+            "finish_reason": reason,
+        }
+        for index, (text, reason) in enumerate(zip(texts, finish_reasons, strict=True))
+    ]
+    return response_object("chat.completion", completion_id, model, choices, usage)

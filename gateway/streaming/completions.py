@@ -15,7 +15,7 @@ from typing import Any
 
 from gateway.families.calls import Choice, Outcome
 from gateway.protocol.common import UsageCounts
-from gateway.streaming.chunks import DONE_FRAME, sse_frame
+from gateway.streaming.chunks import DONE_FRAME, response_object, sse_frame
 
 
 def new_completion_id() -> str:
@@ -81,14 +81,8 @@ def completion_body(
     usage: UsageCounts,
 ) -> dict[str, Any]:
     """The non-streamed ``text_completion`` object, one choice per text."""
-    return {
-        "id": completion_id,
-        "object": "text_completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [
-            {"index": index, "text": text, "logprobs": None, "finish_reason": reason}
-            for index, (text, reason) in enumerate(zip(texts, finish_reasons, strict=True))
-        ],
-        "usage": usage.to_dict(),
-    }
+    choices: list[dict[str, Any]] = [
+        {"index": index, "text": text, "logprobs": None, "finish_reason": reason}
+        for index, (text, reason) in enumerate(zip(texts, finish_reasons, strict=True))
+    ]
+    return response_object("text_completion", completion_id, model, choices, usage)

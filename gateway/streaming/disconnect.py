@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Coroutine, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -74,14 +74,3 @@ def _close_unawaited(work: Awaitable[Any]) -> None:
     close = getattr(work, "close", None)  # a coroutine never started: no warning about it
     if close is not None:
         close()
-
-
-async def cancel_on_disconnect(
-    receive: Callable[[], Awaitable[MutableMapping[str, Any]]], work: Coroutine[Any, Any, T]
-) -> T:
-    """Run ``work``; if the client disconnects first, cancel it and raise ClientDisconnected."""
-    watch = DisconnectWatch(receive)
-    try:
-        return await watch.run(work)
-    finally:
-        await watch.close()

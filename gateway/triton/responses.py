@@ -4,6 +4,7 @@ as an array. Pure: each function takes one ``ModelInferResponse`` protobuf.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -90,3 +91,12 @@ def _int_of(raw: service_pb2.ModelInferResponse, name: str) -> int | None:
 def output_array(raw: service_pb2.ModelInferResponse, name: str) -> np.ndarray | None:
     """One output of a response as numpy (BYTES as an object array); None when absent."""
     return grpcclient.InferResult(raw).as_numpy(name)
+
+
+def output_arrays(
+    raw: service_pb2.ModelInferResponse, names: Sequence[str]
+) -> dict[str, np.ndarray]:
+    """The outputs ``names`` a response carries, as numpy (read through one ``InferResult``)."""
+    result = grpcclient.InferResult(raw)
+    arrays = {name: result.as_numpy(name) for name in names}
+    return {name: array for name, array in arrays.items() if array is not None}

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gateway.families.calls import Sampling
 from gateway.families.whisper.tokens import WhisperTokenizer
 
 DIRECT_REQUIRED = ("encoder_input_features", "decoder_input_ids", "request_output_len")
@@ -176,8 +175,3 @@ class LanguageReader:
 
     def close(self) -> str | None:
         return self.tokenizer.language_of(self._ids[0]) if self._ids else None
-
-
-def window_sampling(temperature: float, seed: int | None) -> Sampling:
-    """Whisper decodes greedily at temperature 0 (the transcription default), as chat does."""
-    return Sampling(temperature=temperature, seed=seed)

@@ -130,11 +130,6 @@ class EmbeddedTriton:
     def pid(self) -> int | None:
         return self._process.pid if self._process else None
 
-    @property
-    def shm_prefix(self) -> str:
-        """The current launch's ``/dev/shm`` region prefix."""
-        return self._tag
-
     def command(self, install: TritonInstall, backend_dir: Path) -> list[str]:
         threads = self.model_load_threads or default_load_threads()
         return [
