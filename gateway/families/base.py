@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 import numpy as np
 from PIL import Image
@@ -20,7 +20,12 @@ from pydantic import BaseModel
 from gateway.errors import InvalidRequest, TooManyMediaItems
 from gateway.families.calls import GenerationRequest, Plan, Sampling, Task
 
-Role = Literal["system", "user", "assistant"]
+if TYPE_CHECKING:
+    from gateway.families.tool_formats.base import ToolCall, ToolFormat
+
+# "tool": a tool's result (OpenAI's ``tool`` and legacy ``function`` roles); a family's tool
+# format lowers it (``tool_formats/``) before ``render`` sees the conversation.
+Role = Literal["system", "user", "assistant", "tool"]
 ImageTensorName = Literal["image_input", "image_bytes_input"]
 # Video goes as raw frames (``video_bytes_input``) or, for Video-NeVA, as preprocessed frames
 # in ``image_input`` (the encoder treats frames as images).
@@ -50,6 +55,8 @@ class Turn:
     images: int = 0
     videos: int = 0
     audios: int = 0
+    tool_calls: tuple[ToolCall, ...] = ()  # an assistant turn's calls
+    tool_call_id: str | None = None  # a tool turn: the call it answers
 
 
 @dataclass(frozen=True)
@@ -118,6 +125,9 @@ class Family:
     # The name the deployment gives the original image sizes, for families whose encoder
     # output depends on them (LLaVA-NeXT unpadding, Phi-3-vision crops); sent when declared.
     image_sizes_tensor: ClassVar[str | None] = None
+    # How this family's checkpoints write tools, calls and results (``tool_formats/``);
+    # None: a request with tools is refused.
+    tool_format: ClassVar[ToolFormat | None] = None
 
     def __init__(self, options: BaseModel | None = None) -> None:
         if options is not None:
@@ -226,8 +236,9 @@ class Family:
 
 
 def require_final_user_turn(conversation: Conversation) -> None:
-    """Families whose server appends the assistant header need a user turn last."""
-    if not conversation.turns or conversation.turns[-1].role != "user":
+    """Families whose server appends the assistant header need a user turn (or a tool's
+    result) last."""
+    if not conversation.turns or conversation.turns[-1].role not in ("user", "tool"):
         raise InvalidRequest(
             "the last message must have role 'user' for this model", param="messages"
         )

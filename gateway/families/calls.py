@@ -16,10 +16,14 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
+from gateway.families.tool_formats.base import ToolCallDelta
 from gateway.protocol.common import UsageCounts
 
 Task = Literal["transcribe", "translate"]
-FinishReason = Literal["stop", "length"]
+FinishReason = Literal["stop", "length", "tool_calls"]
+# TensorRT-LLM's guided decoding types (``guided_decoding_guide_type``), the only four its
+# backend maps; it drops any other silently, so the gateway sends no other.
+GuideType = Literal["json", "json_schema", "regex", "ebnf_grammar"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,14 @@ class Sampling:
 
 
 GREEDY = Sampling(temperature=0.0)
+
+
+@dataclass(frozen=True)
+class Guide:
+    """Guided decoding for one call: the type and its guide text (none for ``json``)."""
+
+    type: GuideType
+    text: str = ""
 
 
 @dataclass(frozen=True)
@@ -64,6 +76,7 @@ class GenerationRequest:
     # Sent with the first request of a task id only; the server caches them after that.
     lora_weights: np.ndarray | None = None
     lora_config: np.ndarray | None = None
+    guide: Guide | None = None  # structured output: sent as guided_decoding_guide(_type)
     extra_flags: Sequence[str] = (
         "return_num_input_tokens",
         "return_num_output_tokens",
@@ -137,10 +150,10 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Choice:
-    """One item of choice ``index``: a text piece, or the choice's ``Outcome``."""
+    """One item of choice ``index``: a text piece, a tool call's piece, or its ``Outcome``."""
 
     index: int
-    item: str | Outcome
+    item: str | ToolCallDelta | Outcome
 
     def __bool__(self) -> bool:
         return True

@@ -15,10 +15,12 @@ from PIL import Image
 
 from gateway.families._pixels import CLIP_336, preprocess, to_fp16_batch
 from gateway.families.base import Conversation, Family, require_final_user_turn
+from gateway.families.tool_formats.registry import HERMES
 
 
 class Llava(Family):
     name = "llava"
+    tool_format = HERMES
     image_tensor = "image_input"
     image_decode_size = (336, 336)  # CLIP's shortest edge: large JPEGs decode in draft mode
     features_per_image = 576

@@ -23,6 +23,7 @@ from PIL import Image
 
 from gateway.families._pixels import CLIP_336, convert_rgb, preprocess, to_fp16_batch
 from gateway.families.base import Conversation, Family, require_final_user_turn
+from gateway.families.tool_formats.registry import MISTRAL
 
 TILE = 336
 # (height, width) canvases of llava-hf/llava-v1.6-* (the processor's image_grid_pinpoints).
@@ -98,6 +99,7 @@ def features_for(height: int, width: int) -> int:
 
 class LlavaNext(Family):
     name = "llava_next"
+    tool_format = MISTRAL
     image_tensor = "image_input"
     image_sizes_tensor = "image_sizes_input"
     # The most one image becomes: 576 for the base + 2 x 2 tiles (48 x 48) + 48 newlines.

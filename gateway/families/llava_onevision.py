@@ -17,6 +17,7 @@ from PIL import Image
 
 from gateway.families._pixels import resize_to_fit
 from gateway.families.base import Conversation, Family, require_final_user_turn
+from gateway.families.tool_formats.registry import HERMES
 
 # The largest grid pinpoint of llava-onevision-qwen2 checkpoints is 2304 px a side.
 MAX_SIDE = 2304
@@ -26,6 +27,7 @@ END_OF_TURN = "<|im_end|>"
 
 class LlavaOnevision(Family):
     name = "llava_onevision"
+    tool_format = HERMES
     image_tensor = "image_bytes_input"
     video_tensor = "video_bytes_input"
     video_max_short_side = VIDEO_SIDE

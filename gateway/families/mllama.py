@@ -23,6 +23,7 @@ from PIL import Image
 
 from gateway.families._pixels import resize_to_fit
 from gateway.families.base import Conversation, Family, require_final_user_turn
+from gateway.families.tool_formats.registry import LLAMA3_JSON
 from gateway.families.llava_onevision import stack_letterboxed
 
 IMAGE = "<|image|>"
@@ -32,11 +33,13 @@ EOT = "<|eot_id|>"
 
 
 def _header(role: str) -> str:
+    role = "ipython" if role == "tool" else role  # a tool's result, as Meta's template writes it
     return f"<|start_header_id|>{role}<|end_header_id|>\n\n"
 
 
 class Mllama(Family):
     name = "mllama"
+    tool_format = LLAMA3_JSON
     image_tensor = "image_bytes_input"
     features_per_image = 6404  # encoder output per image: 4 tiles x 1601 (max_encoder_input_len)
     default_end_id = 128001  # <|end_of_text|>
@@ -76,6 +79,7 @@ class MllamaBase(Mllama):
     """Base (non-Instruct) Llama-3.2-Vision: ``<|image|>`` per image, then the text as is."""
 
     name = "mllama_base"
+    tool_format = None  # a base checkpoint was not trained on any tool-call format
     stop_strings: ClassVar[tuple[str, ...]] = ()
 
     def render(self, conversation: Conversation) -> str:

@@ -20,6 +20,7 @@ from PIL import Image
 
 from gateway.families._pixels import convert_rgb
 from gateway.families.base import Conversation, Family, require_final_user_turn
+from gateway.families.tool_formats.registry import HERMES
 
 SIDE = 504
 END_OF_TURN = "<|im_end|>"
@@ -27,6 +28,7 @@ END_OF_TURN = "<|im_end|>"
 
 class Qwen2VL(Family):
     name = "qwen2_vl"
+    tool_format = HERMES
     image_tensor = "image_bytes_input"
     image_decode_size = (SIDE, SIDE)
     features_per_image = 324  # (504 / 14)^2 / (2 x 2 merge)

@@ -10,6 +10,7 @@ request's audio clip. Nothing here asks which family it is.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from gateway.errors import InvalidRequest
 from gateway.pipeline._watchdog import Timeouts
@@ -18,6 +19,9 @@ from gateway.pipeline.generation import check_prompt_size, draft, refuse
 from gateway.pipeline.lora import lora_choice
 from gateway.pipeline.media import prepare_media
 from gateway.pipeline.relay import Prepared, family_plan, prepared
+from gateway.pipeline.structured.guides import check_guide
+from gateway.pipeline.structured.request import lowered, requested_output
+from gateway.pipeline.structured.tools import tool_plan
 from gateway.protocol.chat import ChatCompletionRequest
 from gateway.runtime import Runtime
 
@@ -25,8 +29,6 @@ from gateway.runtime import Runtime
 def refuse_unsupported(request: ChatCompletionRequest) -> None:
     """OpenAI parameters the engine cannot honour: a 400 naming them, never a silent drop."""
     refusals = {
-        "tools": ("tool calling is not supported by this gateway", bool(request.tools)),
-        "functions": ("function calling is not supported", bool(request.functions)),
         "logprobs": ("logprobs are not supported", bool(request.logprobs)),
         "top_logprobs": ("logprobs are not supported", bool(request.top_logprobs)),
         "logit_bias": ("logit_bias is not supported", bool(request.logit_bias)),
@@ -37,12 +39,6 @@ def refuse_unsupported(request: ChatCompletionRequest) -> None:
         "audio": ("spoken output is not supported", request.audio is not None),
     }
     refuse(request, refusals)
-    if request.response_format and request.response_format.type != "text":
-        raise InvalidRequest(
-            "only response_format type 'text' is supported",
-            param="response_format",
-            code="unsupported_parameter",
-        )
 
 
 async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> list[Prepared]:
@@ -52,11 +48,16 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> list
     refuse_unsupported(request)
     parsed = parse_messages(request.messages)
     family = served.family
+    tools = tool_plan(request, family)
+    asked = requested_output(request, tools)
     family.check_text(parsed.conversation)
-    family.check_conversation(parsed.conversation)
-    text_input = family.render(parsed.conversation)
+    conversation = lowered(parsed.conversation, family, tools)
+    family.check_conversation(conversation)
+    text_input = family.render(conversation)
     check_prompt_size(text_input, served, runtime.settings.generation.max_prompt_chars)
     contract = await served.get_contract()
+    guide = check_guide(asked, contract, served.config.id) if asked is not None else None
+    parser = tools.parser(family, request.stream) if tools is not None else None
     media_started = time.perf_counter()
     media = await prepare_media(parsed.media, served, runtime, request.media_io_kwargs)
     if media:
@@ -75,6 +76,7 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> list
             request, served, runtime, contract.decoupled, text_input, requested, media, stops,
             lora, choice,
         )  # fmt: skip
-        plan = await family_plan(served, generation, audio)
-        choices.append(prepared(served, contract, plan, stops, len(parsed.media), lora, timeouts))
+        plan = await family_plan(served, replace(generation, guide=guide), audio)
+        ready = prepared(served, contract, plan, stops, len(parsed.media), lora, timeouts)
+        choices.append(replace(ready, tool_parser=parser))
     return choices

@@ -8,11 +8,14 @@ applies: NVIDIA's preprocessing adds it to every request).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gateway.errors import InvalidRequest
 from gateway.families.base import Conversation, Turn
 from gateway.pipeline._watchdog import Timeouts
 from gateway.pipeline.generation import check_prompt_size, draft, refuse
 from gateway.pipeline.relay import Prepared, family_plan, prepared
+from gateway.pipeline.structured.guides import check_guide, requested_guide
 from gateway.protocol.completions import CompletionRequest
 from gateway.runtime import Runtime, ServedRuntime
 
@@ -58,9 +61,11 @@ async def prepare_completion(request: CompletionRequest, runtime: Runtime) -> li
     ``i * n`` to ``i * n + n - 1``, as OpenAI numbers them."""
     served = runtime.model(request.model)
     prompts = refuse_unsupported(request)
+    asked = requested_guide(request.response_format, request.model_extra)
     for prompt in prompts:
         _check_prompt(prompt, served, runtime)
     contract = await served.get_contract()
+    guide = check_guide(asked, contract, served.config.id) if asked is not None else None
     stops = tuple(dict.fromkeys([*request.stop_list, *served.family.stop_strings]))
     timeouts = Timeouts.of(runtime.settings.upstream)
     requested = (request.max_tokens, "max_tokens")
@@ -71,6 +76,6 @@ async def prepare_completion(request: CompletionRequest, runtime: Runtime) -> li
                 request, served, runtime, contract.decoupled, prompt, requested, stops=stops,
                 choice=choice,
             )  # fmt: skip
-            plan = await family_plan(served, generation)
+            plan = await family_plan(served, replace(generation, guide=guide))
             choices.append(prepared(served, contract, plan, stops, timeouts=timeouts))
     return choices

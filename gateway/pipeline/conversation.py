@@ -11,8 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+import json
+
 from gateway.errors import InvalidRequest
 from gateway.families.base import Conversation, Turn
+from gateway.families.tool_formats.base import ToolCall
 from gateway.protocol.chat import (
     AudioURLPart,
     ChatMessage,
@@ -88,15 +91,44 @@ def _message_parts(message: ChatMessage, index: int) -> tuple[str, list[MediaPar
     return "\n".join(texts), media
 
 
-def _turn(role: str, text: str, media: list[MediaPart]) -> Turn:
+def _turn(message: ChatMessage, index: int, text: str, media: list[MediaPart]) -> Turn:
     counts = {kind: sum(1 for m in media if m.kind == kind) for kind in ("image", "video", "audio")}
+    role = "tool" if message.role in ("tool", "function") else message.role
     return Turn(
         role=role,  # type: ignore[arg-type]
         text=text,
         images=counts["image"],
         videos=counts["video"],
         audios=counts["audio"],
+        tool_calls=_tool_calls(message, index),
+        tool_call_id=message.tool_call_id or (message.name if message.role == "function" else None),
     )
+
+
+def _tool_calls(message: ChatMessage, index: int) -> tuple[ToolCall, ...]:
+    """An assistant's calls (``tool_calls``, or the legacy ``function_call``), each with
+    arguments that are JSON text of an object, as templates render them decoded."""
+    if message.role != "assistant":
+        if message.tool_calls or message.function_call:
+            raise InvalidRequest(
+                f"only assistant messages carry tool calls (messages[{index}])",
+                param=f"messages[{index}].tool_calls",
+            )
+        return ()
+    calls = [(c.id, c.function, f"tool_calls[{j}]") for j, c in enumerate(message.tool_calls or ())]
+    if message.function_call is not None:
+        calls.append((f"call_{index}", message.function_call, "function_call"))
+    parsed = []
+    for call_id, function, where in calls:
+        try:
+            json.loads(function.arguments)
+        except ValueError:
+            raise InvalidRequest(
+                f"messages[{index}].{where}.function.arguments is not JSON",
+                param=f"messages[{index}].{where}.function.arguments",
+            ) from None
+        parsed.append(ToolCall(call_id, function.name, function.arguments))
+    return tuple(parsed)
 
 
 def parse_messages(messages: list[ChatMessage]) -> ParsedChat:
@@ -114,9 +146,15 @@ def parse_messages(messages: list[ChatMessage]) -> ParsedChat:
         if message.role in ("system", "developer"):
             system_parts.append(text)
             continue
-        if not text and not message_media:
+        turn = _turn(message, index, text, message_media)
+        if not text and not message_media and not turn.tool_calls and turn.role != "tool":
             raise InvalidRequest(f"messages[{index}] has no content", param=f"messages[{index}]")
-        turns.append(_turn(message.role, text, message_media))
+        if message.role == "tool" and not message.tool_call_id:
+            raise InvalidRequest(
+                f"messages[{index}] has role 'tool' and no 'tool_call_id'",
+                param=f"messages[{index}].tool_call_id",
+            )
+        turns.append(turn)
         media.extend(message_media)
     system = "\n".join(p for p in system_parts if p) or None
     if not turns:

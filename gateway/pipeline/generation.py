@@ -89,11 +89,7 @@ VLLM_EXTENSIONS: dict[str, object] = {
     "chat_template_kwargs": None,
     "mm_processor_kwargs": None,
     "documents": None,
-    "guided_json": None,
-    "guided_regex": None,
-    "guided_choice": None,
-    "guided_grammar": None,
-    "structured_outputs": None,
+    "guided_whitespace_pattern": None,
     "priority": None,
     "return_tokens_as_token_ids": None,
 }

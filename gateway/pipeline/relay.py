@@ -11,7 +11,7 @@ caller went away) closes the Triton streams, which cancels the requests upstream
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +20,7 @@ import numpy as np
 from gateway.errors import GatewayError
 from gateway.families.base import SpeechOptions
 from gateway.families.calls import FinishReason, GenerationRequest, Outcome, Plan
+from gateway.families.tool_formats.base import ToolParser
 from gateway.observability.record import RequestRecord
 from gateway.pipeline import _calls
 from gateway.pipeline._watchdog import SilenceWatch, Timeouts
@@ -44,6 +45,8 @@ class Prepared:
     # The tensors of a text-contract plan, built while the request could still get a 400.
     inputs: Sequence[Any] = field(default_factory=tuple)
     timeouts: Timeouts | None = None  # None: wait on Triton for as long as it takes
+    # Makes the choice's tool-call parser (``pipeline/structured``); None: content as it is.
+    tool_parser: Callable[[], ToolParser] | None = None
 
 
 def prepared(

@@ -17,6 +17,16 @@ from gateway.protocol.generation import (
     INT32_MAX,
     GenerationFields,
 )
+from gateway.protocol.structured import (
+    FunctionCall,
+    FunctionCallChoice,
+    FunctionDefinition,
+    MAX_TOOLS,
+    ResponseFormat,
+    ToolCallMessage,
+    ToolChoice,
+    ToolDefinition,
+)
 
 
 class _Part(BaseModel):
@@ -73,9 +83,12 @@ ContentPart = Annotated[
 
 
 class ChatMessage(_Part):
-    role: Literal["system", "developer", "user", "assistant"]
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
     content: str | list[ContentPart] | None = None
     name: str | None = None
+    tool_calls: list[ToolCallMessage] | None = None  # an assistant's calls
+    tool_call_id: str | None = None  # a tool result: the call it answers
+    function_call: FunctionCall | None = None  # an assistant's call, the legacy way
 
 
 class VideoIOKwargs(BaseModel):
@@ -95,10 +108,6 @@ class MediaIOKwargs(BaseModel):
     video: VideoIOKwargs | None = None
 
 
-class ResponseFormat(_Part):
-    type: str = "text"
-
-
 class ChatCompletionRequest(GenerationFields):
     """The request body of ``POST /v1/chat/completions``.
 
@@ -110,10 +119,11 @@ class ChatCompletionRequest(GenerationFields):
     max_completion_tokens: int | None = Field(None, ge=1, le=INT32_MAX)
     logprobs: bool | None = None
     top_logprobs: int | None = None
-    tools: list[Any] | None = None
-    tool_choice: Any = None
-    functions: list[Any] | None = None  # tools' deprecated predecessor
-    function_call: Any = None
+    tools: list[ToolDefinition] | None = Field(None, max_length=MAX_TOOLS)
+    tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    functions: list[FunctionDefinition] | None = Field(None, max_length=MAX_TOOLS)  # legacy
+    function_call: FunctionCallChoice | None = None
     modalities: list[str] | None = None
     audio: Any = None  # spoken output settings (audio input is a content part)
     response_format: ResponseFormat | None = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 
 from gateway.protocol.generation import GenerationFields
+from gateway.protocol.structured import ResponseFormat
 
 MAX_PROMPTS = 16
 DEFAULT_MAX_TOKENS = 16  # OpenAI's default for completions
@@ -22,6 +23,7 @@ class CompletionRequest(GenerationFields):
     logprobs: int | None = Field(None, ge=0, le=20)
     suffix: str | None = None
     best_of: int | None = Field(None, ge=1)
+    response_format: ResponseFormat | None = None  # vLLM's, as on chat
 
     @field_validator("echo", mode="before")
     @classmethod

@@ -11,7 +11,7 @@ whole answer is collected under the same watch.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import Request
@@ -19,17 +19,24 @@ from fastapi.responses import Response
 
 from gateway.errors import UpstreamFailed
 from gateway.families.calls import Choice, Outcome
+from gateway.families.tool_formats.base import ToolCall, ToolCallDelta
 from gateway.observability.record import RequestRecord
 from gateway.pipeline.choices import merged
 from gateway.pipeline.relay import Prepared, relay
+from gateway.pipeline.structured.events import with_tools
 from gateway.streaming.disconnect import ClientDisconnected, DisconnectWatch
 from gateway.streaming.response import EventStreamResponse
 from gateway.streaming.sse import EventFormat, first_item, stream_events
+from gateway.streaming.tool_chunks import CallGatherer
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 CLIENT_CLOSED_REQUEST = 499  # nginx's status for a client that left; nobody reads it
 
-Events = AsyncIterator[str | Outcome] | AsyncIterator[Choice | Outcome]
+Events = (
+    AsyncIterator[str | Outcome]
+    | AsyncIterator[str | ToolCallDelta | Outcome]
+    | AsyncIterator[Choice | Outcome]
+)
 
 
 @dataclass(frozen=True)
@@ -39,15 +46,22 @@ class Answer:
     texts: list[str]
     outcomes: list[Outcome]
     total: Outcome
+    tool_calls: list[list[ToolCall]] = field(default_factory=list)  # per choice, if any
 
 
 def relays(prepared: list[Prepared], request_id: str, record: RequestRecord) -> Events:
     """One choice: its relay as is (the per-token fast path); several: merged, each with a
     Triton request id of its own."""
     if len(prepared) == 1:
-        return relay(prepared[0], request_id, record)
-    streams = [relay(p, f"{request_id}-{i}", record) for i, p in enumerate(prepared)]
-    return merged(streams, record)
+        return _relay(prepared[0], request_id, record)
+    streams = [_relay(p, f"{request_id}-{i}", record) for i, p in enumerate(prepared)]
+    return merged(streams, record)  # type: ignore[arg-type]
+
+
+def _relay(prepared: Prepared, request_id: str, record: RequestRecord) -> Events:
+    """One choice's relay, read through its tool-call parser when it has one."""
+    events = relay(prepared, request_id, record)
+    return events if prepared.tool_parser is None else with_tools(events, prepared.tool_parser())
 
 
 async def answer(
@@ -88,6 +102,7 @@ async def collect(events: Events) -> Answer:
     """The whole answer of a non-streamed request (the relay is closed on every path)."""
     texts: dict[int, list[str]] = {}
     outcomes: dict[int, Outcome] = {}
+    calls: dict[int, CallGatherer] = {}
     try:
         async for item in events:
             if isinstance(item, Outcome):
@@ -95,14 +110,15 @@ async def collect(events: Events) -> Answer:
                     outcomes[0] = item
                 count = len(outcomes)
                 joined = ["".join(texts.get(i, [])) for i in range(count)]
-                return Answer(joined, [outcomes[i] for i in range(count)], item)
-            if isinstance(item, Choice):
-                if isinstance(item.item, Outcome):
-                    outcomes[item.index] = item.item
-                else:
-                    texts.setdefault(item.index, []).append(item.item)
+                gathered = [calls[i].calls() if i in calls else [] for i in range(count)]
+                return Answer(joined, [outcomes[i] for i in range(count)], item, gathered)
+            index, piece = (item.index, item.item) if isinstance(item, Choice) else (0, item)
+            if isinstance(piece, Outcome):
+                outcomes[index] = piece
+            elif isinstance(piece, ToolCallDelta):
+                calls.setdefault(index, CallGatherer()).add(piece)
             else:
-                texts.setdefault(0, []).append(item)
+                texts.setdefault(index, []).append(piece)
     finally:
         await events.aclose()  # type: ignore[union-attr]
     raise UpstreamFailed("the generation ended without an outcome")

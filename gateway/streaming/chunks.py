@@ -13,7 +13,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from gateway.families.calls import Choice, Outcome
+from gateway.families.tool_formats.base import ToolCall, ToolCallDelta
 from gateway.protocol.common import UsageCounts
+from gateway.streaming.tool_chunks import delta_tool_calls, message
 
 DONE_FRAME = b"data: [DONE]\n\n"
 
@@ -80,12 +82,15 @@ class ChunkWriter:
         choice = {"index": index, "delta": delta, "logprobs": None, "finish_reason": None}
         return self._chunk([choice])
 
-    def content(self, item: str | Choice) -> bytes:
+    def content(self, item: str | ToolCallDelta | Choice) -> bytes:
         if isinstance(item, str):  # one choice: the per-token fast path
             return self._content_prefix + json.dumps(item).encode() + self._content_suffix
+        if isinstance(item, ToolCallDelta):
+            item = Choice(0, item)
         if isinstance(item.item, Outcome):
             return self.finish_chunk(item.item.finish_reason, item.index)
-        delta = {"content": item.item}
+        piece = item.item
+        delta = delta_tool_calls(piece) if isinstance(piece, ToolCallDelta) else {"content": piece}
         return self._chunk(
             [{"index": item.index, "delta": delta, "logprobs": None, "finish_reason": None}]
         )
@@ -127,12 +132,14 @@ def completion_body(
     texts: Sequence[str],
     finish_reasons: Sequence[str],
     usage: UsageCounts,
+    tool_calls: Sequence[list[ToolCall]] = (),
 ) -> dict[str, Any]:
-    """The non-streamed ``chat.completion`` object, one choice per text."""
+    """The non-streamed ``chat.completion`` object, one choice per text (with its calls)."""
+    calls = list(tool_calls) or [[] for _ in texts]
     choices = [
         {
             "index": index,
-            "message": {"role": "assistant", "content": text, "refusal": None},
+            "message": message(text, calls[index]),
             "logprobs": None,
             "finish_reason": reason,
         }

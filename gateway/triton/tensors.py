@@ -121,7 +121,33 @@ def build_inputs(
     if request.image_sizes is not None and request.image_sizes[0] in contract.inputs:
         inputs.append(_declared_tensor(*request.image_sizes, contract))
     inputs.extend(_lora_tensors(request, contract))
+    inputs.extend(_guide_tensors(request, contract))
     return inputs
+
+
+GUIDE_INPUTS = ("guided_decoding_guide_type", "guided_decoding_guide")
+
+
+def _guide_tensors(
+    request: GenerationRequest, contract: ModelContract
+) -> list[grpcclient.InferInput]:
+    """TensorRT-LLM's guided decoding inputs, one BYTES element each ([1, 1]); the guide text
+    only when the type takes one (``json`` does not). The pipeline refuses a guided request
+    to a model that does not declare them, naming the request's field; this is the backstop."""
+    guide = request.guide
+    if guide is None:
+        return []
+    missing = [name for name in GUIDE_INPUTS if not contract.declares(name)]
+    if missing:
+        raise InvalidRequest(
+            f"this model's Triton deployment declares no {missing}: it cannot constrain output",
+            code="unsupported_parameter",
+        )
+    tensors = [_tensor(GUIDE_INPUTS[0], "BYTES", np.array([[guide.type.encode()]], np.object_))]
+    if guide.text:
+        text = np.array([[guide.text.encode("utf-8")]], dtype=np.object_)
+        tensors.append(_tensor(GUIDE_INPUTS[1], "BYTES", text))
+    return tensors
 
 
 def _sampling_tensors(

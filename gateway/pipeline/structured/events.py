@@ -1,0 +1,32 @@
+"""One choice's relay read through its tool parser: content and call deltas, then the outcome.
+
+The relay yields text as Triton writes it; here that text is split into content and
+``ToolCallDelta``s (markup held back, never sent as content), and a choice that made a call
+and stopped on its own ends with ``finish_reason`` ``tool_calls``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import replace
+
+from gateway.families.calls import Outcome
+from gateway.families.tool_formats.base import Piece, ToolParser
+
+
+async def with_tools(
+    events: AsyncIterator[str | Outcome], parser: ToolParser
+) -> AsyncIterator[Piece | Outcome]:
+    try:
+        async for item in events:
+            if isinstance(item, Outcome):
+                for piece in parser.close():
+                    yield piece
+                if parser.calls and item.finish_reason == "stop":
+                    item = replace(item, finish_reason="tool_calls")
+                yield item
+                return
+            for piece in parser.feed(item):
+                yield piece
+    finally:
+        await events.aclose()  # type: ignore[attr-defined]

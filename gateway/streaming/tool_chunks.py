@@ -1,0 +1,62 @@
+"""Tool calls on the wire: OpenAI's ``delta.tool_calls`` pieces, and whole calls in a message.
+
+A stream sends each call's ``index``, ``id``, ``type`` and ``function.name`` once, in its first
+piece, and then only ``function.arguments`` text; a non-streamed answer gathers the same pieces
+into ``message.tool_calls`` (``content`` null when the model wrote nothing else).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.families.tool_formats.base import ToolCall, ToolCallDelta
+
+
+def delta_tool_calls(delta: ToolCallDelta) -> dict[str, Any]:
+    """The ``delta`` of a chunk carrying one piece of one call."""
+    call: dict[str, Any] = {"index": delta.index}
+    function: dict[str, Any] = {"arguments": delta.arguments}
+    if delta.id is not None:
+        call["id"] = delta.id
+        call["type"] = "function"
+        function = {"name": delta.name, "arguments": delta.arguments}
+    call["function"] = function
+    return {"tool_calls": [call]}
+
+
+class CallGatherer:
+    """One choice's call pieces, gathered into whole calls in index order."""
+
+    def __init__(self) -> None:
+        self.heads: dict[int, tuple[str, str]] = {}
+        self.arguments: dict[int, list[str]] = {}
+
+    def add(self, delta: ToolCallDelta) -> None:
+        if delta.id is not None:
+            self.heads[delta.index] = (delta.id, delta.name or "")
+        self.arguments.setdefault(delta.index, []).append(delta.arguments)
+
+    def calls(self) -> list[ToolCall]:
+        return [
+            ToolCall(*self.heads[i], "".join(self.arguments.get(i, [])))
+            for i in sorted(self.heads)
+        ]
+
+
+def message(text: str, calls: list[ToolCall] | None = None) -> dict[str, Any]:
+    """An assistant message: its content and, when it made any, its tool calls."""
+    if not calls:
+        return {"role": "assistant", "content": text, "refusal": None}
+    return {
+        "role": "assistant",
+        "content": text if text.strip() else None,
+        "refusal": None,
+        "tool_calls": [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments},
+            }
+            for call in calls
+        ],
+    }
