@@ -23,8 +23,9 @@ from PIL import Image
 
 from gateway.families._pixels import resize_to_fit
 from gateway.families.base import Conversation, Family, require_final_user_turn
-from gateway.families.tool_formats.registry import LLAMA3_JSON
 from gateway.families.llava_onevision import stack_letterboxed
+from gateway.families.tool_formats.base import ToolFormat
+from gateway.families.tool_formats.registry import LLAMA3_JSON
 
 IMAGE = "<|image|>"
 TILE = 560
@@ -39,7 +40,7 @@ def _header(role: str) -> str:
 
 class Mllama(Family):
     name = "mllama"
-    tool_format = LLAMA3_JSON
+    tool_format: ClassVar[ToolFormat | None] = LLAMA3_JSON
     image_tensor = "image_bytes_input"
     features_per_image = 6404  # encoder output per image: 4 tiles x 1601 (max_encoder_input_len)
     default_end_id = 128001  # <|end_of_text|>

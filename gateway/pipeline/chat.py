@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from gateway.errors import InvalidRequest
 from gateway.pipeline._watchdog import Timeouts
 from gateway.pipeline.conversation import parse_messages
 from gateway.pipeline.generation import check_prompt_size, draft, refuse

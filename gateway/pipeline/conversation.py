@@ -8,10 +8,9 @@ Whether the model takes a kind of media is the media pipeline's question, not th
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Literal
-
-import json
 
 from gateway.errors import InvalidRequest
 from gateway.families.base import Conversation, Turn

@@ -18,10 +18,10 @@ from gateway.protocol.generation import (
     GenerationFields,
 )
 from gateway.protocol.structured import (
+    MAX_TOOLS,
     FunctionCall,
     FunctionCallChoice,
     FunctionDefinition,
-    MAX_TOOLS,
     ResponseFormat,
     ToolCallMessage,
     ToolChoice,

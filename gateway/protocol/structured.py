@@ -70,5 +70,3 @@ class ToolCallMessage(_Strict):
     id: str = Field(min_length=1)
     type: Literal["function"] = "function"
     function: FunctionCall
-
-

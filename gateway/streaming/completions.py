@@ -64,6 +64,8 @@ class CompletionWriter:
             return self._prefix + json.dumps(item).encode() + self._suffix
         if isinstance(item.item, Outcome):
             return self._chunk(item.index, "", item.item.finish_reason)
+        if not isinstance(item.item, str):  # text completions offer no tools
+            raise TypeError(f"a text completion cannot carry {type(item.item).__name__}")
         return self._chunk(item.index, item.item, None)
 
     def finish(self, outcome: Outcome) -> bytes:

@@ -38,8 +38,7 @@ class CallGatherer:
 
     def calls(self) -> list[ToolCall]:
         return [
-            ToolCall(*self.heads[i], "".join(self.arguments.get(i, [])))
-            for i in sorted(self.heads)
+            ToolCall(*self.heads[i], "".join(self.arguments.get(i, []))) for i in sorted(self.heads)
         ]
 
 

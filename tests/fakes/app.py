@@ -48,6 +48,18 @@ def served_models(url: str) -> list[ServedModel]:
             id="fake-blip2", family="blip2_opt", triton_model="ensemble_blip2", triton_url=url
         ),
         ServedModel(
+            id="fake-guided",
+            family="llava_onevision",
+            triton_model="ensemble_guided",
+            triton_url=url,
+        ),
+        ServedModel(
+            id="fake-guided-llama",
+            family="mllama",
+            triton_model="ensemble_guided",
+            triton_url=url,
+        ),
+        ServedModel(
             id="fake-minimal", family="llava", triton_model="ensemble_minimal", triton_url=url
         ),
         ServedModel(id="fake-unary", family="llava", triton_model="ensemble_unary", triton_url=url),

@@ -62,6 +62,13 @@ _LOG_PROB_TENSORS = frozenset(
     {"return_log_probs", "return_generation_logits", "cum_log_probs", "output_log_probs",
      "generation_logits"}
 )  # fmt: skip
+# TensorRT-LLM's guided decoding inputs, as all_models/inflight_batcher_llm/tensorrt_llm and the
+# text ensemble declare them (TYPE_STRING dims [1], optional); a multimodal ensemble built by
+# ``mmgw trtllm-repo --guided-decoding`` adds them (triton-contract.md).
+GUIDED_INPUTS: tuple[tuple[str, str, tuple[int, ...], bool], ...] = (
+    ("guided_decoding_guide_type", "TYPE_STRING", (1,), True),
+    ("guided_decoding_guide", "TYPE_STRING", (1,), True),
+)
 _IMAGE_TYPES = {"image_input": "TYPE_FP16", "image_bytes_input": "TYPE_UINT8"}
 # TensorRT-LLM's two spellings: tensorrtllm_backend v0.19 and later main.
 SPELLINGS = {
@@ -135,6 +142,7 @@ def ensemble_config(
     tokens_per_block: int = 16,
     only: Sequence[str] | None = None,
     log_probs: bool = True,
+    guided: bool = False,
 ) -> dict[str, Any]:
     """A multimodal ``ensemble`` (triton-contract.md section 2).
 
@@ -142,7 +150,8 @@ def ensemble_config(
     pixels: LLaVA-OneVision, Mllama, Qwen2-VL) or None; ``video`` adds ``video_bytes_input``;
     ``spelling`` picks v0.19's or current input names; ``only`` keeps just those inputs (a
     deployment built from an older or trimmed template); ``log_probs`` False leaves out the
-    log-prob and generation-logits tensors (the benchmark's load generator has none).
+    log-prob and generation-logits tensors (the benchmark's load generator has none);
+    ``guided`` adds the guided decoding inputs.
     """
     names = {"image": image, "video": "video_bytes_input" if video else None, **SPELLINGS[spelling]}
     inputs = []
@@ -158,6 +167,8 @@ def ensemble_config(
             continue
         if only is None or input_name in only:
             inputs.append((input_name, data_type, dims, optional))
+    if guided:
+        inputs.extend(GUIDED_INPUTS)
     outputs = [o for o in _ENSEMBLE_OUTPUTS if log_probs or o[0] not in _LOG_PROB_TENSORS]
     return _model_config(
         name,
@@ -187,7 +198,8 @@ _MINIMAL = ("text_input", "max_tokens", "stream")
 
 def default_configs() -> list[dict[str, Any]]:
     """The fake's repository: the three contracts the gateway's reference models speak, a
-    BLIP-2 ensemble, and two trimmed deployments (the required inputs and ``stream`` only;
+    BLIP-2 ensemble, a LLaVA-OneVision ensemble with the guided decoding inputs, and two
+    trimmed deployments (the required inputs and ``stream`` only;
     one not decoupled)."""
     return [
         ensemble_config("ensemble", image="image_input", spelling="v0.19"),
@@ -195,6 +207,13 @@ def default_configs() -> list[dict[str, Any]]:
             "ensemble_onevision", image="image_bytes_input", video=True, spelling="current"
         ),
         ensemble_config("ensemble_blip2", image="image_input", spelling="current"),
+        ensemble_config(
+            "ensemble_guided",
+            image="image_bytes_input",
+            video=True,
+            spelling="current",
+            guided=True,
+        ),
         ensemble_config("ensemble_minimal", image=None, only=_MINIMAL),
         ensemble_config("ensemble_unary", image=None, decoupled=False, only=_MINIMAL),
         whisper_direct_config("whisper"),

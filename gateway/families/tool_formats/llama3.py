@@ -14,7 +14,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import replace
 
-from gateway.families.base import Conversation, Turn
+from gateway.families.base import Conversation
 from gateway.families.tool_formats.base import ToolSpec, dumps
 from gateway.families.tool_formats.parser import Markup, MarkupParser
 
@@ -23,7 +23,7 @@ INSTRUCTION = (
     "Given the following functions, please respond with a JSON for a function call with its "
     "proper arguments that best answers the given prompt.\n\n"
     'Respond in the format {"name": function name, "parameters": dictionary of argument name '
-    'and its value}.Do not use variables.\n\n'
+    "and its value}.Do not use variables.\n\n"
 )
 MARKUP = Markup(starts=("<|python_tag|>",), mode="sequence", json_at_start=True)
 

@@ -67,9 +67,9 @@ class MarkupParser:
                 self._events(self.stream.close(), out)
             except Malformed:
                 self._give_up(out, "")
-        if self.state in ("content", "plain") and self.pending:
-            if self.pending.strip() or not self.calls:
-                out.append(self.pending)
+        pending = self.pending
+        if self.state in ("content", "plain") and pending and (pending.strip() or not self.calls):
+            out.append(pending)
         self.pending = ""
         return out
 

@@ -39,7 +39,7 @@ class Malformed(ValueError):
 class _Value:
     """Where one JSON value ends, fed a character at a time (it does not decode)."""
 
-    __slots__ = ("kind", "depth", "in_string", "escape")
+    __slots__ = ("depth", "escape", "in_string", "kind")
 
     def __init__(self) -> None:
         self.kind = ""  # "c" container, "s" string, "p" number / true / false / null
@@ -236,7 +236,9 @@ class CallStream:
                 i += 1
                 continue
             state, mode = self.state, self.mode
-            if ch == "{" and (state in ("start", "next") and not (mode == "array" and state == "start")):
+            if ch == "{" and (
+                state in ("start", "next") and not (mode == "array" and state == "start")
+            ):
                 self.call = _CallObject()
                 continue
             if state == "start" and mode == "array" and ch == "[":

@@ -128,7 +128,11 @@ def _plan(
         return ToolPlan(specs, "required" if choice == "required" else "none", param=choice_param)
     named = choice.name if isinstance(choice, FunctionName) else choice.function.name  # type: ignore[attr-defined]
     if named not in names:
-        where = f"{choice_param}.name" if isinstance(choice, FunctionName) else f"{choice_param}.function.name"
+        where = (
+            f"{choice_param}.name"
+            if isinstance(choice, FunctionName)
+            else f"{choice_param}.function.name"
+        )
         raise InvalidRequest(
             f"{choice_param} names the function {named!r}, which is not among the "
             f"{tools_param} offered ({', '.join(names)})",
@@ -159,11 +163,13 @@ def calls_schema(plan: ToolPlan) -> dict[str, Any]:
         variants.append(
             {
                 "type": "object",
-                "properties": {"name": {"type": "string", "enum": [tool.name]},
-                               "arguments": parameters},
+                "properties": {
+                    "name": {"type": "string", "enum": [tool.name]},
+                    "arguments": parameters,
+                },
                 "required": ["name", "arguments"],
                 "additionalProperties": False,
-            }  # fmt: skip
+            }
         )
     call: dict[str, Any] = {"anyOf": variants}
     schema = {"type": "array", "minItems": 1, "items": call} if plan.parallel else call
