@@ -113,6 +113,8 @@ class LlavaNext(Family):
         for index, turn in enumerate(conversation.turns):
             if turn.role == "assistant":
                 pieces.append(f" [/INST] {turn.text}</s>")
+            elif turn.role == "tool":  # [TOOL_RESULTS] markup (tool_formats/mistral.py)
+                pieces.append(turn.text)
             elif index == 0:
                 system = conversation.system.strip() + "\n\n" if conversation.system else ""
                 pieces.append(system + turn.text)

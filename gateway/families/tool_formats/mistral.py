@@ -3,8 +3,9 @@
 Mistral's template puts ``[AVAILABLE_TOOLS] [...][/AVAILABLE_TOOLS]`` before the last user
 message, writes an assistant's calls as ``[TOOL_CALLS]`` and a JSON array (each call with a
 9-character ``id``) and a result as ``[TOOL_RESULTS] {"content": ..., "call_id": ...}
-[/TOOL_RESULTS]``. Here the tool list opens the last user turn's text (the family renders the
-``[INST]`` around it) and results are user turns of their own.
+[/TOOL_RESULTS]`` outside any ``[INST]``. Here the tool list opens the last user turn's text
+(the family renders the ``[INST]`` around it) and results stay ``tool`` turns holding that
+markup, which the family writes as they are.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ class Mistral:
         for turn in conversation.turns:
             if turn.role == "tool":
                 result = {"content": turn.text, "call_id": mistral_id(turn.tool_call_id or "")}
-                turns.append(Turn("user", f"[TOOL_RESULTS] {dumps(result)}[/TOOL_RESULTS]"))
+                text = f"[TOOL_RESULTS] {dumps(result)}[/TOOL_RESULTS]"
+                turns.append(replace(turn, text=text))
             elif turn.tool_calls:
                 calls = [
                     {"name": c.name, "arguments": c.arguments_object(), "id": mistral_id(c.id)}

@@ -69,7 +69,7 @@ async def test_ignore_eos_sends_end_id_minus_one(http: httpx.AsyncClient, fake: 
         ("include_stop_str_in_output", True),
         ("skip_special_tokens", False),
         ("min_p", 0.1),
-        ("guided_json", {"type": "object"}),
+        ("guided_whitespace_pattern", "\\s*"),
         ("chat_template", "{{ messages }}"),
     ],
 )
