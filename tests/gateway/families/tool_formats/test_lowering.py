@@ -44,7 +44,7 @@ def test_hermes_in_llava_onevisions_chatml() -> None:
         "<|im_end|><|im_start|>assistant\n<tool_call>\n"
         '{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call><|im_end|>'
         # Consecutive results share one user turn, as Qwen2.5's template groups them.
-        "<|im_start|>user\n<tool_response>\n{\"temp\": 21}\n</tool_response>\n"
+        '<|im_start|>user\n<tool_response>\n{"temp": 21}\n</tool_response>\n'
         '<tool_response>\n{"wind": 3}\n</tool_response>'
     )
 

@@ -50,7 +50,8 @@ def test_no_tools_no_plan() -> None:
 
 
 @pytest.mark.parametrize(
-    ("choice", "mode"), [(None, "auto"), ("auto", "auto"), ("none", "none"), ("required", "required")]
+    ("choice", "mode"),
+    [(None, "auto"), ("auto", "auto"), ("none", "none"), ("required", "required")],
 )
 def test_tool_choice_modes(choice: str | None, mode: str) -> None:
     made = plan(tools=TOOLS, tool_choice=choice)
