@@ -77,8 +77,8 @@ async def test_a_model_without_the_guide_inputs_is_a_400_naming_them_and_the_fla
 @pytest.mark.parametrize(
     ("fields", "param", "code"),
     [
-        ({"response_format": {"type": "json_schema", "json_schema": {
-            "name": "A", "schema": {"type": "object", "properties": {"a": {"$ref": "#/$defs/B"}}}}}},
+        ({"response_format": {"type": "json_schema", "json_schema": {"name": "A", "schema": {
+            "type": "object", "properties": {"a": {"$ref": "#/$defs/B"}}}}}},
          "response_format", "invalid_guide"),
         ({"guided_regex": "(unclosed"}, "guided_regex", "invalid_guide"),
         ({"structured_outputs": {"grammar": "root ::= missing"}}, "structured_outputs.grammar",

@@ -32,6 +32,7 @@ MISTRAL_TWO = (
     '[TOOL_CALLS] [{"name": "get_current_weather", "arguments": {"location": "Paris, France", '
     '"format": "celsius"}}, {"name": "get_time", "arguments": {"zone": "CET"}}]'
 )
+PLAIN = "No tools needed: 2 < 3 and <b>bold</b>."
 CASES = [
     (
         HERMES, HERMES_TWO, "I will look both up.\n",
@@ -39,7 +40,7 @@ CASES = [
          ("get_temperature_date",
           {"location": "San Francisco, CA, USA", "date": "2024-10-01", "unit": "celsius"})],
     ),
-    (HERMES, "No tools needed: 2 < 3 and <b>bold</b>.", "No tools needed: 2 < 3 and <b>bold</b>.", []),
+    (HERMES, PLAIN, PLAIN, []),
     (LLAMA3_JSON, LLAMA_ONE, "", [("get_weather", {"city": "Paris", "days": [1, 2]})]),
     (LLAMA3_JSON, LLAMA_TWO, "", [("a", {"x": 1}), ("b", {"s": 'semi;colon "quoted" }'})]),
     (LLAMA3_JSON, "The answer is {not json}.", "The answer is {not json}.", []),

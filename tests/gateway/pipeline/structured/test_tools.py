@@ -27,8 +27,8 @@ WEATHER = {
         },
     },
 }
-TIME = {"type": "function", "function": {"name": "get_time", "parameters": {
-    "type": "object", "properties": {"zone": {"type": "string"}}, "required": ["zone"]}}}  # fmt: skip
+ZONE = {"type": "object", "properties": {"zone": {"type": "string"}}, "required": ["zone"]}
+TIME = {"type": "function", "function": {"name": "get_time", "parameters": ZONE}}
 NO_PARAMETERS = {"type": "function", "function": {"name": "ping"}}
 TOOLS = [WEATHER, TIME, NO_PARAMETERS]
 LLAVA = get_family("llava")
