@@ -5,6 +5,8 @@
 - ``serve``: Triton with the load fixture and the gateway, left running (for aiperf, curl)
 - ``aiperf``: NVIDIA's aiperf profiling the gateway with images and streaming
 - ``hotpath``: in-process CPU microseconds per token and per request (before/after)
+- ``structured``: a large JSON schema's compile time (cold, cached) and the in-process cost
+  of ``json_schema`` and ``tools`` requests against plain text
 - ``profile``: py-spy samples of the gateway process under streaming load
 - ``report DIR``: re-render a saved run's tables, goals and plot
 - ``reference-gpu``: the GPU check of the reference models (``bench/reference_gpu.py``)
@@ -19,7 +21,7 @@ from pathlib import Path
 
 
 def _parser() -> argparse.ArgumentParser:
-    from bench import aiperf, held, hotpath, overhead, profile, serve
+    from bench import aiperf, held, hotpath, overhead, profile, serve, structured
 
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -29,6 +31,9 @@ def _parser() -> argparse.ArgumentParser:
     aiperf.add_arguments(commands.add_parser("aiperf", help="aiperf against the gateway"))
     profile.add_arguments(commands.add_parser("profile", help="py-spy the gateway under load"))
     hotpath.add_arguments(commands.add_parser("hotpath", help="in-process per-token CPU"))
+    structured.add_arguments(
+        commands.add_parser("structured", help="schema compile and structured request cost")
+    )
     rerender = commands.add_parser("report", help="re-render a saved run")
     rerender.add_argument("folder", type=Path)
     gpu = commands.add_parser("reference-gpu", help="GPU check of the reference models")
@@ -56,6 +61,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench import hotpath
 
         return hotpath.main(args)
+    if args.command == "structured":
+        from bench import structured
+
+        return structured.main(args)
     import uvloop
 
     from bench import aiperf, held, overhead, profile, serve
