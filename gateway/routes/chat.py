@@ -30,8 +30,13 @@ async def chat_completions(request: Request) -> Response:
         record.media_items = prepared[0].media_items
         return relays(prepared, request.state.request_id, record)
 
+    legacy = body.functions is not None  # the deprecated API answers with function_call
     writer = ChunkWriter(
-        completion_id, body.model, include_usage=body.include_usage, choices=body.n
+        completion_id,
+        body.model,
+        include_usage=body.include_usage,
+        choices=body.n,
+        legacy_functions=legacy,
     )
 
     def json_body(whole: Answer) -> Response:
@@ -39,7 +44,7 @@ async def chat_completions(request: Request) -> Response:
         usage = whole.total.usage
         return JSONResponse(
             completion_body(
-                completion_id, body.model, whole.texts, reasons, usage, whole.tool_calls
+                completion_id, body.model, whole.texts, reasons, usage, whole.tool_calls, legacy
             )
         )
 

@@ -41,8 +41,11 @@ class ChunkWriter:
         created: int | None = None,
         include_usage: bool = False,
         choices: int = 1,
+        legacy_functions: bool = False,
     ) -> None:
         self.completion_id = completion_id
+        # A request with the deprecated ``functions``: calls go as ``delta.function_call``.
+        self.legacy_functions = legacy_functions
         self.model = model
         self.include_usage = include_usage
         self.choices = choices  # several: items come as ``Choice``s, each ending on its own
@@ -90,7 +93,12 @@ class ChunkWriter:
         if isinstance(item.item, Outcome):
             return self.finish_chunk(item.item.finish_reason, item.index)
         piece = item.item
-        delta = delta_tool_calls(piece) if isinstance(piece, ToolCallDelta) else {"content": piece}
+        if isinstance(piece, ToolCallDelta):
+            if self.legacy_functions and piece.index:
+                return b""  # the deprecated function_call carries one call per message
+            delta = delta_tool_calls(piece, self.legacy_functions)
+        else:
+            delta = {"content": piece}
         return self._chunk(
             [{"index": item.index, "delta": delta, "logprobs": None, "finish_reason": None}]
         )
@@ -101,6 +109,8 @@ class ChunkWriter:
         return frames + self.usage(outcome.usage) if self.include_usage else frames
 
     def finish_chunk(self, reason: str, index: int = 0) -> bytes:
+        if self.legacy_functions and reason == "tool_calls":
+            reason = "function_call"
         choice = {"index": index, "delta": {}, "logprobs": None, "finish_reason": reason}
         return self._chunk([choice])
 
@@ -133,15 +143,18 @@ def completion_body(
     finish_reasons: Sequence[str],
     usage: UsageCounts,
     tool_calls: Sequence[list[ToolCall]] = (),
+    legacy_functions: bool = False,
 ) -> dict[str, Any]:
-    """The non-streamed ``chat.completion`` object, one choice per text (with its calls)."""
+    """The non-streamed ``chat.completion`` object, one choice per text (with its calls; as
+    the deprecated ``function_call`` when the request sent ``functions``)."""
     calls = list(tool_calls) or [[] for _ in texts]
+    legacy = legacy_functions
     choices = [
         {
             "index": index,
-            "message": message(text, calls[index]),
+            "message": message(text, calls[index], legacy),
             "logprobs": None,
-            "finish_reason": reason,
+            "finish_reason": "function_call" if legacy and reason == "tool_calls" else reason,
         }
         for index, (text, reason) in enumerate(zip(texts, finish_reasons, strict=True))
     ]

@@ -12,14 +12,18 @@ from typing import Any
 from gateway.families.tool_formats.base import ToolCall, ToolCallDelta
 
 
-def delta_tool_calls(delta: ToolCallDelta) -> dict[str, Any]:
-    """The ``delta`` of a chunk carrying one piece of one call."""
-    call: dict[str, Any] = {"index": delta.index}
+def delta_tool_calls(delta: ToolCallDelta, legacy: bool = False) -> dict[str, Any]:
+    """The ``delta`` of a chunk carrying one piece of one call (``legacy``: the deprecated
+    ``function_call``, which has no index or id: one call per message)."""
     function: dict[str, Any] = {"arguments": delta.arguments}
+    if delta.id is not None:
+        function = {"name": delta.name, "arguments": delta.arguments}
+    if legacy:
+        return {"function_call": function}
+    call: dict[str, Any] = {"index": delta.index}
     if delta.id is not None:
         call["id"] = delta.id
         call["type"] = "function"
-        function = {"name": delta.name, "arguments": delta.arguments}
     call["function"] = function
     return {"tool_calls": [call]}
 
@@ -42,10 +46,19 @@ class CallGatherer:
         ]
 
 
-def message(text: str, calls: list[ToolCall] | None = None) -> dict[str, Any]:
-    """An assistant message: its content and, when it made any, its tool calls."""
+def message(text: str, calls: list[ToolCall] | None = None, legacy: bool = False) -> dict[str, Any]:
+    """An assistant message: its content and, when it made any, its tool calls (``legacy``:
+    the one ``function_call`` of the deprecated ``functions`` API)."""
     if not calls:
         return {"role": "assistant", "content": text, "refusal": None}
+    if legacy:
+        call = calls[0]
+        return {
+            "role": "assistant",
+            "content": text if text.strip() else None,
+            "refusal": None,
+            "function_call": {"name": call.name, "arguments": call.arguments},
+        }
     return {
         "role": "assistant",
         "content": text if text.strip() else None,

@@ -90,7 +90,7 @@ def tool_plan(request: ChatCompletionRequest, family: Family) -> ToolPlan | None
         )
     if plan is None:
         return None
-    if request.parallel_tool_calls is False:
+    if request.parallel_tool_calls is False or legacy:  # the deprecated API: one call
         plan = ToolPlan(plan.tools, plan.mode, plan.named, False, plan.param)
     if plan.mode != "none" and family.tool_format is None:
         raise InvalidRequest(

@@ -213,20 +213,38 @@ async def test_llama_json_calls_on_a_llama_family(
     assert completion.choices[0].message.content is None
 
 
-async def test_legacy_functions_are_served_as_tools(
+async def test_legacy_functions_answer_with_function_call(
     client: openai.AsyncOpenAI, fake: FakeTriton
 ) -> None:
-    fake.script.tokens = ['{"zone": "UTC"}']
+    fake.script.tokens = ['{"zone": ', '"UTC"}']
+    legacy = {"functions": [TOOLS[1]["function"]], "function_call": {"name": "get_time"}}
+    fields = {"model": "fake-guided", "messages": MESSAGES, **legacy}
+    completion = await client.chat.completions.create(**fields)
+    choice = completion.choices[0]
+    assert choice.finish_reason == "function_call" and choice.message.tool_calls is None
+    call = choice.message.function_call
+    assert call.name == "get_time" and json.loads(call.arguments) == {"zone": "UTC"}
+    name, arguments, finish = None, "", None
+    async for chunk in await client.chat.completions.create(**fields, stream=True):
+        delta = chunk.choices[0].delta
+        assert delta.tool_calls is None
+        if delta.function_call is not None:
+            name = name or delta.function_call.name
+            arguments += delta.function_call.arguments or ""
+        finish = chunk.choices[0].finish_reason or finish
+    assert (name, arguments, finish) == ("get_time", call.arguments, "function_call")
+
+
+async def test_legacy_auto_sends_the_first_call_only(
+    client: openai.AsyncOpenAI, fake: FakeTriton
+) -> None:
+    fake.script.tokens = HERMES_ANSWER
+    functions = [t["function"] for t in TOOLS]
     completion = await client.chat.completions.create(
-        model="fake-guided",
-        messages=MESSAGES,
-        functions=[TOOLS[1]["function"]],
-        function_call={"name": "get_time"},
+        model="fake-guided", messages=MESSAGES, functions=functions
     )
-    (call,) = completion.choices[0].message.tool_calls
-    assert call.function.name == "get_time" and json.loads(call.function.arguments) == {
-        "zone": "UTC"
-    }
+    assert completion.choices[0].message.function_call.name == "get_weather"
+    assert completion.choices[0].finish_reason == "function_call"
 
 
 @pytest.mark.parametrize(
