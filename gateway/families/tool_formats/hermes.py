@@ -40,13 +40,14 @@ class Hermes:
         if tools:
             system = (system.strip() + "\n\n" if system else "") + tools_text(tools)
         turns: list[Turn] = []
+        previous = ""
         for turn in conversation.turns:
             if turn.role == "tool":
                 block = f"<tool_response>\n{turn.text}\n</tool_response>"
-                if turns and turns[-1].tool_call_id == "":  # a group of results: one turn
+                if previous == "tool":  # consecutive results share one user turn
                     turns[-1] = replace(turns[-1], text=turns[-1].text + "\n" + block)
                 else:
-                    turns.append(Turn("user", block, tool_call_id=""))
+                    turns.append(Turn("user", block))
             elif turn.tool_calls:
                 blocks = [
                     "<tool_call>\n"
@@ -58,7 +59,7 @@ class Hermes:
                 turns.append(replace(turn, text=text, tool_calls=()))
             else:
                 turns.append(turn)
-        turns = [replace(t, tool_call_id=None) if t.tool_call_id == "" else t for t in turns]
+            previous = turn.role
         return Conversation(system, tuple(turns))
 
     def parser(self, streaming: bool) -> MarkupParser:
