@@ -216,3 +216,13 @@ async def test_whisper_answers_byte_token_ids_up_to_end_of_text(streaming: bool)
         ids += output_ids({"output_ids": output_array(response, "output_ids")})
     assert tokenizer.decode(ids) == fake.script.transcript
     assert tokenizer.eot not in ids
+
+
+def test_the_guided_ensemble_declares_tensorrt_llms_guide_inputs() -> None:
+    """As all_models/inflight_batcher_llm/tensorrt_llm/config.pbtxt declares them: TYPE_STRING
+    dims [1], optional; the fake records what the gateway sends in them."""
+    declared = {e["name"]: e for e in ensemble_config("x", guided=True)["input"]}
+    for name in ("guided_decoding_guide_type", "guided_decoding_guide"):
+        assert declared[name]["data_type"] == "TYPE_STRING"
+        assert declared[name]["dims"] == ["1"] and declared[name]["optional"]
+    assert "guided_decoding_guide" not in {e["name"] for e in ensemble_config("x")["input"]}
