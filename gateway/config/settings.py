@@ -71,6 +71,10 @@ class ServerSettings(Strict):
     body_idle_timeout_s: float = Field(15.0, gt=0)
 
 
+# The reference models' own default (server_repo/reference_kit/weights.py DEFAULT_CACHE_DIR).
+DEFAULT_REFERENCE_CACHE = Path("~/.cache/mmgw/reference")
+
+
 class EmbeddedSettings(Strict):
     """The co-launched reference Triton; used when a served model names no ``triton_url``."""
 
@@ -101,6 +105,12 @@ class EmbeddedSettings(Strict):
         description="Triton model name -> Hugging Face checkpoint directory to serve instead of "
         "the tiny generated weights.",
     )
+
+    @property
+    def tokenizers_dir(self) -> Path:
+        """Where the reference models publish their tokenizers (``<triton model>/tokenizer.json``)
+        for the gateway to read: beside their generated weights."""
+        return (self.cache_dir or DEFAULT_REFERENCE_CACHE).expanduser() / "tokenizers"
 
 
 class ObservabilitySettings(Strict):
