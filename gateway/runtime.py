@@ -144,6 +144,22 @@ def embedded_environment(settings: Settings) -> dict[str, str]:
     return env
 
 
+def embedded_triton(settings: Settings, on_restart: Callable[[], None]) -> EmbeddedTriton:
+    """The co-launched Triton serving every model that names no ``triton_url`` (not started)."""
+    return EmbeddedTriton(
+        settings.embedded.model_repository,
+        env=embedded_environment(settings),
+        models=sorted({m.triton_model for m in settings.models if m.triton_url is None}),
+        ready_timeout_s=settings.embedded.ready_timeout_s,
+        start_attempts=settings.embedded.start_attempts,
+        start_backoff_s=settings.embedded.start_backoff_s,
+        stub_timeout_s=settings.embedded.stub_timeout_s,
+        model_load_threads=settings.embedded.model_load_threads,
+        on_restart=on_restart,
+        python=settings.embedded.python,
+    )
+
+
 async def build_runtime(
     settings: Settings,
     metrics: GatewayMetrics | None = None,
@@ -155,18 +171,7 @@ async def build_runtime(
     metrics = metrics or GatewayMetrics()
     embedded = None
     if settings.needs_embedded:
-        embedded = EmbeddedTriton(
-            settings.embedded.model_repository,
-            env=embedded_environment(settings),
-            models=sorted({m.triton_model for m in settings.models if m.triton_url is None}),
-            ready_timeout_s=settings.embedded.ready_timeout_s,
-            start_attempts=settings.embedded.start_attempts,
-            start_backoff_s=settings.embedded.start_backoff_s,
-            stub_timeout_s=settings.embedded.stub_timeout_s,
-            model_load_threads=settings.embedded.model_load_threads,
-            on_restart=metrics.triton_restarted,
-            python=settings.embedded.python,
-        )
+        embedded = embedded_triton(settings, metrics.triton_restarted)
         await embedded.start()
     clients: dict[str, TritonBackend] = {}
     keepalive_s = settings.upstream.keepalive_s
