@@ -12,9 +12,11 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+from gateway.errors import InvalidRequest
 from gateway.pipeline._watchdog import Timeouts
 from gateway.pipeline.conversation import parse_messages
 from gateway.pipeline.generation import check_prompt_size, draft, refuse
+from gateway.pipeline.logprobs import logprobs_asked
 from gateway.pipeline.lora import lora_choice
 from gateway.pipeline.media import prepare_media
 from gateway.pipeline.relay import Prepared, family_plan, prepared
@@ -28,8 +30,6 @@ from gateway.runtime import Runtime
 def refuse_unsupported(request: ChatCompletionRequest) -> None:
     """OpenAI parameters the engine cannot honour: a 400 naming them, never a silent drop."""
     refusals = {
-        "logprobs": ("logprobs are not supported", bool(request.logprobs)),
-        "top_logprobs": ("logprobs are not supported", bool(request.top_logprobs)),
         "logit_bias": ("logit_bias is not supported", bool(request.logit_bias)),
         "modalities": (
             "only text output is supported",
@@ -38,6 +38,8 @@ def refuse_unsupported(request: ChatCompletionRequest) -> None:
         "audio": ("spoken output is not supported", request.audio is not None),
     }
     refuse(request, refusals)
+    if request.top_logprobs is not None and not request.logprobs:
+        raise InvalidRequest("top_logprobs needs logprobs set to true", param="top_logprobs")
 
 
 async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> list[Prepared]:
@@ -57,6 +59,15 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> list
     contract = await served.get_contract()
     guide = check_guide(asked, contract, served.config.id) if asked is not None else None
     parser = tools.parser(family, request.stream) if tools is not None else None
+    if parser is not None and request.logprobs:
+        raise InvalidRequest(
+            "logprobs cannot be combined with tools (their calls are parsed out of the text "
+            "the log probabilities describe); send tool_choice 'none' or drop logprobs",
+            param="logprobs",
+            code="unsupported_parameter",
+        )
+    top = (request.top_logprobs or 0) if request.logprobs else None
+    logprobs = await logprobs_asked(served, contract, top, "logprobs")
     media_started = time.perf_counter()
     media = await prepare_media(parsed.media, served, runtime, request.media_io_kwargs)
     if media:
@@ -76,6 +87,6 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> list
             lora, choice,
         )  # fmt: skip
         plan = await family_plan(served, replace(generation, guide=guide), audio)
-        ready = prepared(served, contract, plan, stops, len(parsed.media), lora, timeouts)
+        ready = prepared(served, contract, plan, stops, len(parsed.media), lora, timeouts, logprobs)
         choices.append(replace(ready, tool_parser=parser))
     return choices

@@ -14,6 +14,7 @@ from gateway.errors import InvalidRequest
 from gateway.families.base import Conversation, Turn
 from gateway.pipeline._watchdog import Timeouts
 from gateway.pipeline.generation import check_prompt_size, draft, refuse
+from gateway.pipeline.logprobs import logprobs_asked
 from gateway.pipeline.relay import Prepared, family_plan, prepared
 from gateway.pipeline.structured.guides import check_guide, requested_guide
 from gateway.protocol.completions import CompletionRequest
@@ -36,7 +37,11 @@ def refuse_unsupported(request: CompletionRequest) -> list[str]:
             "best_of other than n is not supported (no server-side ranking)",
             request.best_of not in (None, request.n),
         ),
-        "logprobs": ("logprobs are not supported yet", request.logprobs is not None),
+        "echo": (
+            "echo with logprobs needs the prompt's log probabilities (context logits), which "
+            "this gateway does not read",
+            request.echo and request.logprobs is not None,
+        ),
         "logit_bias": ("logit_bias is not supported", bool(request.logit_bias)),
     }
     refuse(request, refusals)
@@ -67,6 +72,7 @@ async def prepare_completion(request: CompletionRequest, runtime: Runtime) -> li
     contract = await served.get_contract()
     guide = check_guide(asked, contract, served.config.id) if asked is not None else None
     stops = tuple(dict.fromkeys([*request.stop_list, *served.family.stop_strings]))
+    logprobs = await logprobs_asked(served, contract, request.logprobs, "logprobs", True)
     timeouts = Timeouts.of(runtime.settings.upstream)
     requested = (request.max_tokens, "max_tokens")
     choices = []
@@ -77,5 +83,7 @@ async def prepare_completion(request: CompletionRequest, runtime: Runtime) -> li
                 choice=choice,
             )  # fmt: skip
             plan = await family_plan(served, replace(generation, guide=guide))
-            choices.append(prepared(served, contract, plan, stops, timeouts=timeouts))
+            choices.append(
+                prepared(served, contract, plan, stops, timeouts=timeouts, logprobs=logprobs)
+            )
     return choices

@@ -18,7 +18,7 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from gateway.errors import UpstreamFailed
-from gateway.families.calls import Choice, Outcome
+from gateway.families.calls import Choice, Outcome, Scored, TokenLogprob
 from gateway.families.tool_formats.base import ToolCall, ToolCallDelta
 from gateway.observability.record import RequestRecord
 from gateway.pipeline.choices import merged
@@ -33,7 +33,7 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 CLIENT_CLOSED_REQUEST = 499  # nginx's status for a client that left; nobody reads it
 
 Events = (
-    AsyncIterator[str | Outcome]
+    AsyncIterator[str | Scored | Outcome]
     | AsyncIterator[str | ToolCallDelta | Outcome]
     | AsyncIterator[Choice | Outcome]
 )
@@ -46,6 +46,7 @@ class Answer:
     texts: list[str]
     outcomes: list[Outcome]
     total: Outcome
+    tokens: list[list[TokenLogprob]]  # each choice's tokens with log probs (when asked for)
     tool_calls: list[list[ToolCall]] = field(default_factory=list)  # per choice, if any
 
 
@@ -101,6 +102,7 @@ async def _whole(begin: Callable[[], Awaitable[Events]]) -> Answer:
 async def collect(events: Events) -> Answer:
     """The whole answer of a non-streamed request (the relay is closed on every path)."""
     texts: dict[int, list[str]] = {}
+    tokens: dict[int, list[TokenLogprob]] = {}
     outcomes: dict[int, Outcome] = {}
     calls: dict[int, CallGatherer] = {}
     try:
@@ -110,11 +112,16 @@ async def collect(events: Events) -> Answer:
                     outcomes[0] = item
                 count = len(outcomes)
                 joined = ["".join(texts.get(i, [])) for i in range(count)]
+                scored = [tokens.get(i, []) for i in range(count)]
                 gathered = [calls[i].calls() if i in calls else [] for i in range(count)]
-                return Answer(joined, [outcomes[i] for i in range(count)], item, gathered)
+                finals = [outcomes[i] for i in range(count)]
+                return Answer(joined, finals, item, scored, gathered)
             index, piece = (item.index, item.item) if isinstance(item, Choice) else (0, item)
             if isinstance(piece, Outcome):
                 outcomes[index] = piece
+            elif isinstance(piece, Scored):
+                texts.setdefault(index, []).append(piece.text)
+                tokens.setdefault(index, []).extend(piece.tokens)
             elif isinstance(piece, ToolCallDelta):
                 calls.setdefault(index, CallGatherer()).add(piece)
             else:

@@ -42,9 +42,11 @@ async def chat_completions(request: Request) -> Response:
     def json_body(whole: Answer) -> Response:
         reasons = [o.finish_reason for o in whole.outcomes]
         usage = whole.total.usage
+        tokens = whole.tokens if body.logprobs else None
+        calls = whole.tool_calls
         return JSONResponse(
             completion_body(
-                completion_id, body.model, whole.texts, reasons, usage, whole.tool_calls, legacy
+                completion_id, body.model, whole.texts, reasons, usage, tokens, calls, legacy
             )
         )
 

@@ -12,9 +12,10 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from gateway.families.calls import Choice, Outcome
+from gateway.families.calls import Choice, Outcome, Scored, TokenLogprob
 from gateway.families.tool_formats.base import ToolCall, ToolCallDelta
 from gateway.protocol.common import UsageCounts
+from gateway.streaming.logprobs import chat_logprobs
 from gateway.streaming.tool_chunks import delta_tool_calls, message
 
 DONE_FRAME = b"data: [DONE]\n\n"
@@ -85,22 +86,23 @@ class ChunkWriter:
         choice = {"index": index, "delta": delta, "logprobs": None, "finish_reason": None}
         return self._chunk([choice])
 
-    def content(self, item: str | ToolCallDelta | Choice) -> bytes:
+    def content(self, item: str | Scored | ToolCallDelta | Choice) -> bytes:
         if isinstance(item, str):  # one choice: the per-token fast path
             return self._content_prefix + json.dumps(item).encode() + self._content_suffix
-        if isinstance(item, ToolCallDelta):
-            item = Choice(0, item)
-        if isinstance(item.item, Outcome):
-            return self.finish_chunk(item.item.finish_reason, item.index)
-        piece = item.item
-        if isinstance(piece, ToolCallDelta):
+        index, piece = (item.index, item.item) if isinstance(item, Choice) else (0, item)
+        if isinstance(piece, Outcome):
+            return self.finish_chunk(piece.finish_reason, index)
+        logprobs = None
+        if isinstance(piece, Scored):
+            delta, logprobs = {"content": piece.text}, chat_logprobs(piece.tokens)
+        elif isinstance(piece, ToolCallDelta):
             if self.legacy_functions and piece.index:
                 return b""  # the deprecated function_call carries one call per message
             delta = delta_tool_calls(piece, self.legacy_functions)
         else:
             delta = {"content": piece}
         return self._chunk(
-            [{"index": item.index, "delta": delta, "logprobs": None, "finish_reason": None}]
+            [{"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": None}]
         )
 
     def finish(self, outcome: Outcome) -> bytes:
@@ -142,18 +144,20 @@ def completion_body(
     texts: Sequence[str],
     finish_reasons: Sequence[str],
     usage: UsageCounts,
+    logprobs: Sequence[Sequence[TokenLogprob]] | None = None,
     tool_calls: Sequence[list[ToolCall]] = (),
     legacy_functions: bool = False,
 ) -> dict[str, Any]:
-    """The non-streamed ``chat.completion`` object, one choice per text (with its calls; as
-    the deprecated ``function_call`` when the request sent ``functions``)."""
+    """The non-streamed ``chat.completion`` object, one choice per text (``logprobs``: each
+    choice's tokens, when they were asked for; its calls, as the deprecated ``function_call``
+    when the request sent ``functions``)."""
     calls = list(tool_calls) or [[] for _ in texts]
     legacy = legacy_functions
     choices = [
         {
             "index": index,
             "message": message(text, calls[index], legacy),
-            "logprobs": None,
+            "logprobs": chat_logprobs(logprobs[index]) if logprobs is not None else None,
             "finish_reason": "function_call" if legacy and reason == "tool_calls" else reason,
         }
         for index, (text, reason) in enumerate(zip(texts, finish_reasons, strict=True))

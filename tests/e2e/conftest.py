@@ -9,6 +9,7 @@ import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -95,6 +96,7 @@ REFERENCE_FAMILIES = (
 
 
 def e2e_settings(triton: EmbeddedTriton) -> Settings:
+    published = Path(triton.env["MMGW_REFERENCE_TOKENIZERS"])  # where the models wrote theirs
     models = [
         ServedModel(
             id="reference-llava",
@@ -102,6 +104,7 @@ def e2e_settings(triton: EmbeddedTriton) -> Settings:
             triton_model="reference_llava",
             triton_url=triton.grpc_url,
             end_id="server",
+            tokenizer=published / "reference_llava",
         ),
         ServedModel(
             id="reference-llava-onevision",

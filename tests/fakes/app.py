@@ -28,6 +28,7 @@ from gateway.app import create_app
 from gateway.config import REFERENCE_WHISPER, EmbeddedSettings, ServedModel, Settings
 from gateway.runtime import Runtime, build_runtime
 from tests.fakes.triton import FakeTriton
+from tests.fakes.vocabulary import tokenizer_file
 
 TOKENS_PER_BLOCK = 64  # fake-onevision's kv_tokens_per_block (its config says 16)
 
@@ -35,7 +36,13 @@ TOKENS_PER_BLOCK = 64  # fake-onevision's kv_tokens_per_block (its config says 1
 def served_models(url: str) -> list[ServedModel]:
     """One served id per contract the fake holds (see ``tests.fakes.triton.default_configs``)."""
     return [
-        ServedModel(id="fake-llava", family="llava", triton_model="ensemble", triton_url=url),
+        ServedModel(
+            id="fake-llava",
+            family="llava",
+            triton_model="ensemble",
+            triton_url=url,
+            tokenizer=tokenizer_file(),
+        ),
         ServedModel(id="org/fake-llava", family="llava", triton_model="ensemble", triton_url=url),
         ServedModel(
             id="fake-onevision",

@@ -10,13 +10,15 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import replace
 
-from gateway.families.calls import Outcome
+from gateway.families.calls import Outcome, Scored
 from gateway.families.tool_formats.base import Piece, ToolParser
 
 
 async def with_tools(
-    events: AsyncIterator[str | Outcome], parser: ToolParser
+    events: AsyncIterator[str | Scored | Outcome], parser: ToolParser
 ) -> AsyncIterator[Piece | Outcome]:
+    """``events`` through ``parser``. Scored pieces are read as their text: the pipeline
+    refuses ``logprobs`` with tools, so none carries tokens here."""
     try:
         async for item in events:
             if isinstance(item, Outcome):
@@ -26,7 +28,7 @@ async def with_tools(
                     item = replace(item, finish_reason="tool_calls")
                 yield item
                 return
-            for piece in parser.feed(item):
+            for piece in parser.feed(item.text if isinstance(item, Scored) else item):
                 yield piece
     finally:
         await events.aclose()  # type: ignore[attr-defined]

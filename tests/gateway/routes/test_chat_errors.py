@@ -80,8 +80,6 @@ async def test_max_tokens_over_the_cap(http: httpx.AsyncClient, gateway: FakeGat
 @pytest.mark.parametrize(
     ("extra", "param"),
     [
-        ({"logprobs": True}, "logprobs"),
-        ({"top_logprobs": 3}, "top_logprobs"),
         ({"logit_bias": {"50256": -100}}, "logit_bias"),
         ({"modalities": ["text", "audio"]}, "modalities"),
         ({"audio": {"voice": "alloy", "format": "wav"}}, "audio"),

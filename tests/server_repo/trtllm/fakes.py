@@ -73,6 +73,7 @@ TENSORRT_LLM = (
         "cross_kv_cache_fraction",
         "exclude_input_in_output",
         "enable_kv_cache_reuse",
+        "normalize_log_probs",
         "enable_chunked_context",
         "gpu_device_ids",
     )
