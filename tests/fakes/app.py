@@ -61,6 +61,12 @@ def served_models(url: str) -> list[ServedModel]:
             triton_url=url,
         ),
         ServedModel(
+            id="fake-unguided",
+            family="llava_onevision",
+            triton_model="ensemble_unguided",
+            triton_url=url,
+        ),
+        ServedModel(
             id="fake-guided-llama",
             family="mllama",
             triton_model="ensemble_guided",

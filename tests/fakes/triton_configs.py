@@ -198,7 +198,7 @@ _MINIMAL = ("text_input", "max_tokens", "stream")
 
 def default_configs() -> list[dict[str, Any]]:
     """The fake's repository: the three contracts the gateway's reference models speak, a
-    BLIP-2 ensemble, a LLaVA-OneVision ensemble with the guided decoding inputs, and two
+    BLIP-2 ensemble, LLaVA-OneVision ensembles with and without the guided decoding inputs, and two
     trimmed deployments (the required inputs and ``stream`` only;
     one not decoupled)."""
     return [
@@ -207,6 +207,7 @@ def default_configs() -> list[dict[str, Any]]:
             "ensemble_onevision", image="image_bytes_input", video=True, spelling="current"
         ),
         ensemble_config("ensemble_blip2", image="image_input", spelling="current"),
+        ensemble_config("ensemble_unguided", image="image_bytes_input", guided=False),
         ensemble_config(
             "ensemble_guided",
             image="image_bytes_input",

@@ -83,7 +83,6 @@ async def test_max_tokens_over_the_cap(http: httpx.AsyncClient, gateway: FakeGat
         ({"logit_bias": {"50256": -100}}, "logit_bias"),
         ({"modalities": ["text", "audio"]}, "modalities"),
         ({"audio": {"voice": "alloy", "format": "wav"}}, "audio"),
-        ({"response_format": {"type": "json_object"}}, "response_format"),
     ],
 )
 async def test_parameters_the_engine_cannot_honour_are_refused(

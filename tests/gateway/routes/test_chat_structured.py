@@ -63,9 +63,9 @@ async def test_each_of_n_choices_carries_the_guide(
 async def test_a_model_without_the_guide_inputs_is_a_400_naming_them_and_the_flag(
     http: httpx.AsyncClient, fake: FakeTriton, url: str
 ) -> None:
-    body = chat(response_format=JSON_SCHEMA)
+    body = chat(model="fake-unguided", response_format=JSON_SCHEMA)
     if url == COMPLETIONS:
-        body = {"model": "fake-llava", "prompt": "Say", "response_format": JSON_SCHEMA}
+        body = {"model": "fake-unguided", "prompt": "Say", "response_format": JSON_SCHEMA}
     error = assert_openai_error(await http.post(url, json=body), 400, "unsupported_parameter")
     assert error["param"] == "response_format"
     assert "guided_decoding_guide_type" in error["message"]

@@ -259,7 +259,7 @@ async def test_legacy_auto_sends_the_first_call_only(
          "invalid_request"),
         ("fake-guided", {"tools": TOOLS, "response_format": {"type": "json_object"}},
          "response_format", "invalid_request"),
-        ("fake-llava", {"tools": TOOLS, "tool_choice": "required"}, "tool_choice",
+        ("fake-unguided", {"tools": TOOLS, "tool_choice": "required"}, "tool_choice",
          "unsupported_parameter"),
         ("fake-blip2", {"tools": TOOLS}, "tools", "unsupported_parameter"),
     ],
