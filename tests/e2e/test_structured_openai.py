@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from enum import Enum
-from typing import Literal
+from typing import Annotated, Literal
 
 import jsonschema
 import pytest
@@ -60,7 +60,11 @@ def with_image(media_server: MediaServer, text: str) -> list[dict]:
     ]}]  # fmt: skip
 
 
+# Every string, number and list is bounded: a random model under a grammar stops only where
+# the schema makes it (an unbounded string or integer can run to max_tokens).
 Short = Field(max_length=12)
+Word = Annotated[str, Field(max_length=8)]
+Digit = Annotated[int, Field(ge=0, le=9)]
 
 
 class Color(str, Enum):
@@ -71,7 +75,7 @@ class Color(str, Enum):
 
 class Flat(BaseModel):
     name: str = Short
-    count: int
+    count: int = Field(ge=0, le=999)
 
 
 class Flags(BaseModel):
@@ -93,11 +97,11 @@ class WithLiteral(BaseModel):
 
 
 class Tags(BaseModel):
-    tags: list[str] = Field(max_length=3)
+    tags: list[Word] = Field(max_length=3)
 
 
 class Numbers(BaseModel):
-    values: list[int] = Field(min_length=1, max_length=4)
+    values: list[Digit] = Field(min_length=1, max_length=4)
 
 
 class Optional1(BaseModel):
@@ -106,8 +110,8 @@ class Optional1(BaseModel):
 
 
 class Point(BaseModel):
-    x: int
-    y: int
+    x: int = Field(ge=-99, le=99)
+    y: int = Field(ge=-99, le=99)
 
 
 class Box(BaseModel):
@@ -180,7 +184,7 @@ class Deep(BaseModel):
 
 
 class Grid(BaseModel):
-    rows: list[list[int]] = Field(max_length=2)
+    rows: list[Annotated[list[Digit], Field(max_length=3)]] = Field(max_length=2)
 
 
 SCHEMAS = [Flat, Flags, Bounded, WithEnum, WithLiteral, Tags, Numbers, Optional1, Nested, Order,
