@@ -96,8 +96,6 @@ class ChunkWriter:
         if isinstance(piece, Scored):
             delta, logprobs = {"content": piece.text}, chat_logprobs(piece.tokens)
         elif isinstance(piece, ToolCallDelta):
-            if self.legacy_functions and piece.index:
-                return b""  # the deprecated function_call carries one call per message
             delta = delta_tool_calls(piece, self.legacy_functions)
         else:
             delta = {"content": piece}

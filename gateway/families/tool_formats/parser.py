@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway.families.tool_formats.base import Piece, ToolCallDelta, new_call_id
+from gateway.families.tool_formats.base import Piece, ToolCallDelta, ToolParser, new_call_id
 from gateway.families.tool_formats.scanner import CallStream, Event, Malformed, Mode
 
 
@@ -185,6 +185,29 @@ class MarkupParser:
             return ""
         self.pending, self.state = "", "content"
         return pending
+
+
+class FirstCallOnly:
+    """A parser whose output keeps one call (``parallel_tool_calls: false``, and the
+    deprecated ``functions`` API): a format lets a model write several, the request allows
+    one, so later calls are not sent."""
+
+    def __init__(self, parser: ToolParser) -> None:
+        self.parser = parser
+
+    @property
+    def calls(self) -> int:
+        return min(self.parser.calls, 1)
+
+    def feed(self, text: str) -> list[Piece]:
+        return _first(self.parser.feed(text))
+
+    def close(self) -> list[Piece]:
+        return _first(self.parser.close())
+
+
+def _first(pieces: list[Piece]) -> list[Piece]:
+    return [p for p in pieces if not isinstance(p, ToolCallDelta) or p.index == 0]
 
 
 class _Call:

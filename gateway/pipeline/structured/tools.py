@@ -24,6 +24,7 @@ from gateway.families.base import Family
 from gateway.families.calls import Guide
 from gateway.families.tool_formats.base import ToolParser, ToolSpec
 from gateway.families.tool_formats.forced import NamedParser, required_parser
+from gateway.families.tool_formats.parser import FirstCallOnly
 from gateway.pipeline.structured.guides import Asked
 from gateway.protocol.chat import ChatCompletionRequest
 from gateway.protocol.structured import FunctionDefinition, FunctionName
@@ -67,6 +68,8 @@ class ToolPlan:
             return lambda: required_parser(parallel, streaming)
         tool_format = family.tool_format
         assert tool_format is not None  # checked by tool_plan
+        if not self.parallel:
+            return lambda: FirstCallOnly(tool_format.parser(streaming))
         return lambda: tool_format.parser(streaming)
 
 

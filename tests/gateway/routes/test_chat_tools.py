@@ -102,6 +102,20 @@ async def test_streamed_calls_join_to_the_non_streamed_ones(
     assert [(name, arguments) for _, name, arguments in calls.values()] == expected
 
 
+async def test_without_parallel_calls_the_first_call_is_sent(
+    client: openai.AsyncOpenAI, fake: FakeTriton
+) -> None:
+    fake.script.tokens = HERMES_ANSWER  # two calls
+    fields = {"tools": TOOLS, "parallel_tool_calls": False}
+    completion = await client.chat.completions.create(
+        model="fake-guided", messages=MESSAGES, **fields
+    )
+    (call,) = completion.choices[0].message.tool_calls
+    assert call.function.name == "get_weather"
+    _, calls, finish = await streamed_calls(client, **fields)
+    assert [name for _, name, _ in calls.values()] == ["get_weather"] and finish == "tool_calls"
+
+
 async def test_no_tool_call_is_plain_content(client: openai.AsyncOpenAI, fake: FakeTriton) -> None:
     completion = await client.chat.completions.create(
         model="fake-guided", messages=MESSAGES, tools=TOOLS
