@@ -14,9 +14,13 @@ where the two differ:
 
 - ``json`` is xgrammar's built-in JSON grammar, whose root is an object or an array: here the
   schema ``{"type": ["object", "array"]}`` (the guide itself is ignored, as there).
-- ``json_schema`` is compiled as xgrammar's ``CompileJSONSchema`` defaults read it (any
-  whitespace, strict mode): objects take no properties beyond those named, unless the schema
-  says otherwise (``additionalProperties``); llguidance's own default would allow them.
+- ``json_schema`` is compiled in xgrammar's ``strict_mode`` (on in the ``CompileJSONSchema``
+  defaults TensorRT-LLM uses): objects take no properties beyond those named, unless the
+  schema says otherwise (``additionalProperties``); llguidance's own default would allow them.
+- JSON (``json`` and ``json_schema``) is written compact, with no whitespace between tokens
+  (``,`` and ``:`` as separators), where xgrammar's default ``any_whitespace`` allows any run
+  of it: a random tiny model, with no reason to stop, loops in whitespace until ``max_tokens``.
+  What the reference writes is one of the texts TensorRT-LLM allows, and parses the same.
 - ``regex`` is llguidance's regex (Rust ``regex`` syntax), xgrammar's is ECMAScript-like.
 - ``ebnf_grammar`` is GBNF (``root ::= ...``, the dialect xgrammar reads), converted with
   llguidance's ``gbnf_to_lark``; xgrammar extensions beyond llama.cpp's GBNF (lookahead
@@ -45,6 +49,8 @@ from server_repo.reference_kit.request import InvalidRequest
 DEFAULT_MAX_GRAMMARS = 128
 # xgrammar's built-in JSON grammar (``Grammar::BuiltinJSONGrammar``): an object or an array.
 ANY_JSON_SCHEMA = '{"type": ["object", "array"]}'
+# Compact JSON: see the module docstring for why not xgrammar's any_whitespace.
+JSON_OPTIONS: Any = {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
 # Schema keywords whose value maps names to subschemas (not itself a schema).
 _SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 
@@ -76,7 +82,7 @@ def strict_schema(schema: Any) -> Any:
 def grammar_text(guide_type: str, guide: str | None) -> str:
     """The llguidance grammar for one TensorRT-LLM guide; ``InvalidRequest`` if unreadable."""
     if guide_type == "json":
-        return llguidance.LLMatcher.grammar_from_json_schema(ANY_JSON_SCHEMA)
+        return llguidance.LLMatcher.grammar_from_json_schema(ANY_JSON_SCHEMA, JSON_OPTIONS)
     if guide is None:
         # GuidedDecodingParams' own check (tensorrt_llm/executor/guidedDecodingParams.cpp).
         raise InvalidRequest("The guide string must be provided unless using GuideType::kJSON.")
@@ -87,7 +93,8 @@ def grammar_text(guide_type: str, guide: str | None) -> str:
             raise InvalidRequest(f"guided_decoding_guide is not valid JSON: {exc}") from exc
         if not isinstance(schema, dict | bool):
             raise InvalidRequest("guided_decoding_guide must be a JSON schema object")
-        return llguidance.LLMatcher.grammar_from_json_schema(json.dumps(strict_schema(schema)))
+        strict = json.dumps(strict_schema(schema))
+        return llguidance.LLMatcher.grammar_from_json_schema(strict, JSON_OPTIONS)
     if guide_type == "regex":
         return llguidance.LLMatcher.grammar_from_regex(guide)
     if guide_type == "ebnf_grammar":
