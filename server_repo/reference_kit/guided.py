@@ -134,7 +134,8 @@ class GrammarCache:
         with self._lock:
             if self._tokenizer is None:
                 self._tokenizer = llguidance.hf.from_tokenizer(
-                    self._hf_tokenizer, n_vocab=self.vocab_size
+                    self._hf_tokenizer,  # type: ignore[arg-type]  # fast ones only
+                    n_vocab=self.vocab_size,
                 )
             return self._tokenizer
 
