@@ -8,9 +8,9 @@ matcher before every step, applies it to that step's logits (``invokeLogitsBitma
 the grammar forbids gets -inf), and feeds the matcher the token the decoder chose. Once the
 grammar is complete only the stop token (the tokenizer's EOS) is allowed, so generation ends
 at ``end_id``. The reference models do the same with llguidance, the engine chosen here because
-it is one zero-dependency wheel, where xgrammar pulls torch's CUDA toolchain pieces
-(``triton``, ``ninja``) and ``transformers`` pins of its own; ``docs/triton-contract.md`` lists
-where the two differ:
+it is one wheel with no dependencies, where xgrammar (0.2.8) requires ``torch``,
+``transformers``, ``triton`` (Linux x86-64), ``apache-tvm-ffi`` and ``pydantic``;
+``docs/triton-contract.md`` lists where the two differ:
 
 - ``json`` is xgrammar's built-in JSON grammar, whose root is an object or an array: here the
   schema ``{"type": ["object", "array"]}`` (the guide itself is ignored, as there).
