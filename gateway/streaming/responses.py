@@ -185,7 +185,7 @@ class ResponseEvents:
 
     @property
     def start(self) -> bytes:
-        snapshot = self.builder.snapshot("in_progress")
+        snapshot = self.builder.snapshot("in_progress", output=False)
         return self._event("response.created", response=snapshot) + self._event(
             "response.in_progress", response=snapshot
         )
