@@ -3,12 +3,13 @@ input_items and its paging), scoping by API key, and the stored-size cap."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.fakes.app import assert_openai_error, data_url, http_client, png
+from tests.fakes.app import assert_openai_error, data_url, http_client, png, start_gateway
 from tests.fakes.triton import FakeTriton
 from tests.gateway.routes.gateways import API_KEY, OTHER_KEY, Gateways
 from tests.gateway.routes.test_responses import URL, ask, image_input
@@ -175,3 +176,20 @@ async def test_a_response_too_large_to_store_is_refused_before_generation(
         assert not fake.requests
         unstored = await http.post(URL, json={**big, "store": False}, headers=headers)
         assert unstored.status_code == 200
+
+
+async def test_stored_responses_survive_a_restart(fake: FakeTriton, tmp_path: Path) -> None:
+    path = tmp_path / "responses.sqlite3"
+    first = await start_gateway(fake, responses={"store_path": path})
+    async with http_client(first.app) as http:
+        created = (await http.post(URL, json=ask("Remember me."))).json()
+    await first.aclose()
+    second = await start_gateway(fake, responses={"store_path": path})
+    try:
+        async with http_client(second.app) as http:
+            assert (await http.get(f"{URL}/{created['id']}")).json() == created
+            follow = ask("Again?", previous_response_id=created["id"])
+            assert (await http.post(URL, json=follow)).status_code == 200
+    finally:
+        await second.aclose()
+    assert "Remember me." in fake.requests[-1].scalar("text_input")
