@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from gateway.errors import GatewayError, InvalidRequest
 from gateway.families.calls import Outcome
 from gateway.pipeline.chat import prepare_chat
+from gateway.pipeline.generation import VLLM_EXTENSIONS
 from gateway.pipeline.relay import Prepared
 from gateway.pipeline.responses_input import ChatMessages, normalise, to_chat
 from gateway.protocol.chat import ChatCompletionRequest
@@ -34,6 +35,21 @@ from gateway.streaming.responses import ResponseBuilder
 
 # include values: the input images' URLs are always listed; the others need what is not here.
 INCLUDABLE = frozenset({"message.input_image.image_url"})
+# Chat's (and vLLM's) generation fields the Responses API lacks: handed to chat, which honours
+# or refuses each by name (top_k, stop, a LoRA adapter, frame sampling...).
+CHAT_EXTRAS = frozenset(
+    {"top_k", "min_tokens", "repetition_penalty", "ignore_eos", "presence_penalty",
+     "frequency_penalty", "stop", "logit_bias", "lora_task_id", "media_io_kwargs",
+     *VLLM_EXTENSIONS}
+)  # fmt: skip
+# Chat's spellings of what the Responses API names otherwise: refused, naming the right one.
+MISSPELT = {
+    "messages": "use input",
+    "max_tokens": "use max_output_tokens",
+    "max_completion_tokens": "use max_output_tokens",
+    "response_format": "use text.format",
+    "n": "a response is one answer",
+}
 # Chat's names for the fields a chat refusal may name, and their Responses names.
 _PARAMS = {
     "max_completion_tokens": "max_output_tokens",
@@ -84,6 +100,17 @@ def refuse_unsupported(request: ResponsesRequest) -> None:
             )  # fmt: skip
     if request.input is None and request.previous_response_id is None:
         raise InvalidRequest("input is required", param="input")
+    for name, hint in MISSPELT.items():
+        if name in (request.model_extra or {}):
+            raise InvalidRequest(
+                f"'{name}' is not a Responses API field: {hint}", param=name,
+                code="unsupported_parameter",
+            )  # fmt: skip
+
+
+def chat_extras(request: ResponsesRequest) -> dict[str, Any]:
+    """The chat generation fields this request carries, for chat to honour or refuse."""
+    return {k: v for k, v in (request.model_extra or {}).items() if k in CHAT_EXTRAS}
 
 
 def chat_tools(request: ResponsesRequest) -> dict[str, Any]:
@@ -190,12 +217,15 @@ async def draft_response(
         "max_completion_tokens": request.max_output_tokens, "temperature": request.temperature,
         "top_p": request.top_p, "seed": request.seed, "user": request.user,
         "response_format": response_format(request), **chat_tools(request),
+        **chat_extras(request),
     }  # fmt: skip
     try:
         chat = ChatCompletionRequest.model_validate(fields)
     except ValidationError as exc:
         error = exc.errors(include_url=False)[0]
-        raise InvalidRequest(f"the input cannot be served: {error['msg']}", param="input") from None
+        field = str(error["loc"][0]) if error["loc"] else "messages"
+        param = _PARAMS.get(field, field)
+        raise InvalidRequest(f"{param}: {error['msg']}", param=param) from None
     job = ResponseJob(request, scope, items, chat, messages.origins, builder)
     if request.store:
         check_stored_size(job, runtime.settings.responses.max_stored_bytes)

@@ -108,6 +108,20 @@ async def test_sampling_fields_reach_triton(http: httpx.AsyncClient, fake: FakeT
     assert int(received.scalar("seed" if "seed" in received.inputs else "random_seed")) == 11
 
 
+async def test_chats_generation_extensions_are_honoured(
+    http: httpx.AsyncClient, fake: FakeTriton
+) -> None:
+    reply = await http.post(URL, json=ask(top_k=3, stop=["engine"], repetition_penalty=1.1))
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["output"][0]["content"][0]["text"] == "The fake "  # cut at the stop
+    received = fake.requests[0]
+    assert (
+        int(received.scalar("runtime_top_k" if "runtime_top_k" in received.inputs else "top_k"))
+        == 3
+    )
+    assert received.scalar("repetition_penalty") == pytest.approx(1.1)
+
+
 async def test_the_stream_is_openais_event_sequence(
     http: httpx.AsyncClient, fake: FakeTriton
 ) -> None:

@@ -37,6 +37,12 @@ PDF = "data:application/pdf;base64,JVBERi0xLjQK"
         ({"text": {"format": {"type": "json_schema", "name": "x", "schema": {}}}}, "text.format"),
         ({"tool_choice": "required"}, "tool_choice"),
         ({"max_output_tokens": 10**6}, "max_output_tokens"),
+        # Chat's spellings, and chat's fields chat itself refuses (named as chat names them).
+        ({"max_tokens": 5}, "max_tokens"),
+        ({"messages": []}, "messages"),
+        ({"n": 2}, "n"),
+        ({"use_beam_search": True}, "use_beam_search"),
+        ({"top_k": "many"}, "top_k"),
     ],
 )
 async def test_what_cannot_be_honoured_is_refused_by_name(
