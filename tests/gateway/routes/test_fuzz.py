@@ -42,7 +42,7 @@ T = TypeVar("T")
 OPERATIONS = {
     ("POST", "/v1/chat/completions"): 500,
     ("POST", "/v1/completions"): 150,
-    ("POST", "/v1/responses"): 200,
+    ("POST", "/v1/responses"): 100,
     ("GET", "/v1/responses/{response_id}"): 10,
     ("DELETE", "/v1/responses/{response_id}"): 10,
     ("GET", "/v1/responses/{response_id}/input_items"): 20,

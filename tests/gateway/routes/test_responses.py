@@ -4,6 +4,7 @@ SDK's own pydantic types), the event stream and its order, what reaches Triton, 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -13,7 +14,7 @@ from openai import AsyncOpenAI
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
-from tests.fakes.app import FakeGateway, data_url, png
+from tests.fakes.app import AsgiCall, FakeGateway, data_url, png
 from tests.fakes.triton import FakeTriton
 
 URL = "/v1/responses"
@@ -242,3 +243,18 @@ async def test_the_sdk_creates_and_streams_through_its_helpers(
     assert final.usage is not None and created.usage is not None
     assert final.usage.output_tokens == created.usage.output_tokens
     assert [item.type for item in listed.data] == ["message"]
+
+
+async def test_leaving_mid_stream_cancels_triton_and_stores_nothing(
+    gateway: FakeGateway, fake: FakeTriton
+) -> None:
+    fake.script.hang_after = 2
+    call = AsgiCall(gateway.app, URL, ask(stream=True), {"X-Request-Id": "resp-gone"})
+    task = asyncio.create_task(call.run())
+    await call.wait_chunks(2)  # the opening events with the first delta, then the second
+    call.disconnect()
+    await asyncio.wait_for(task, 5)
+    assert await fake.wait_cancelled("resp-gone")
+    created = events(call.chunks[0].decode())[0]
+    assert created["type"] == "response.created"
+    assert (await gateway.runtime.store.get(created["response"]["id"], "")) is None
