@@ -5,6 +5,7 @@ SDK's own pydantic types), the event stream and its order, what reaches Triton, 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from typing import Any
 
@@ -14,6 +15,7 @@ from openai import AsyncOpenAI
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
+from tests.audio_samples import encode, speech_like
 from tests.fakes.app import AsgiCall, FakeGateway, data_url, png
 from tests.fakes.triton import FakeTriton
 
@@ -258,3 +260,23 @@ async def test_leaving_mid_stream_cancels_triton_and_stores_nothing(
     created = events(call.chunks[0].decode())[0]
     assert created["type"] == "response.created"
     assert (await gateway.runtime.store.get(created["response"]["id"], "")) is None
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_audio_goes_to_a_speech_model(
+    http: httpx.AsyncClient, fake: FakeTriton, stream: bool
+) -> None:
+    """``input_audio`` (and an audio clip as ``input_file``) reach the family that takes them:
+    a Whisper model answers with the transcript, as in chat."""
+    wav = base64.b64encode(encode(speech_like(1.0), "wav")).decode()
+    content = [
+        {"type": "input_text", "text": "ignored by a speech model"},
+        {"type": "input_audio", "input_audio": {"data": wav, "format": "wav"}},
+    ]
+    as_file = [{"type": "input_file", "file_data": f"data:audio/wav;base64,{wav}"}]
+    for parts in (content, as_file):
+        body = ask([{"role": "user", "content": parts}], model="fake-whisper", stream=stream)
+        reply = await http.post(URL, json=body)
+        assert reply.status_code == 200, reply.text
+        final = events(reply.text)[-1]["response"] if stream else reply.json()
+        assert final["output"][0]["content"][0]["text"] == fake.script.transcript.strip()
