@@ -71,7 +71,8 @@ class ResponseBuilder:
         return len(self.items) - 1
 
     def add(self, item: object) -> None:
-        if isinstance(item, ToolCallDelta):
+        # A str first: the per-token path; a runtime Protocol check costs a few hasattr calls.
+        if not isinstance(item, str) and isinstance(item, ToolCallDelta):
             self._tool_call(item)
             return
         if self._message is None:
@@ -195,7 +196,7 @@ class ResponseEvents:
         current = self.builder.current
         if current != self._open:
             frames = self._close() + self._announce(current)
-        if isinstance(item, ToolCallDelta):
+        if not isinstance(item, str) and isinstance(item, ToolCallDelta):
             return frames + self._event(
                 "response.function_call_arguments.delta",
                 item_id=self.builder.items[current]["id"], output_index=current,
