@@ -203,14 +203,13 @@ async def draft_response(
         messages.add({"role": "system", "content": request.instructions}, "instructions")
     if request.previous_response_id is not None:
         chain = await runtime.store.chain(request.previous_response_id, scope)
-        if chain is None:
+        if not chain or chain[0].previous_id is not None:
             raise InvalidRequest(
-                f"previous response '{request.previous_response_id}' was not found",
+                f"previous response '{request.previous_response_id}' was not found, or a "
+                "response it continued is gone",
                 param="previous_response_id", code="previous_response_not_found",
             )  # fmt: skip
-        for earlier in chain:
-            to_chat(earlier.input_items, messages, "previous_response_id")
-            to_chat(earlier.response["output"], messages, "previous_response_id")
+        to_chat(conversation(chain), messages, "previous_response_id")
     to_chat(items, messages, None)
     fields = {
         "model": request.model, "messages": messages.messages, "stream": request.stream,
@@ -230,6 +229,16 @@ async def draft_response(
     if request.store:
         check_stored_size(job, runtime.settings.responses.max_stored_bytes)
     return job
+
+
+def conversation(chain: list[StoredResponse]) -> list[dict[str, Any]]:
+    """The items of a stored conversation, oldest first: each response's input, then its
+    output (what ``input_items`` lists, and what a continuation replays)."""
+    items: list[dict[str, Any]] = []
+    for earlier in chain:
+        items += earlier.input_items
+        items += earlier.response["output"]
+    return items
 
 
 def check_stored_size(job: ResponseJob, limit: int) -> None:

@@ -16,7 +16,13 @@ from fastapi.responses import JSONResponse, Response
 from gateway.auth import key_id
 from gateway.errors import InvalidRequest, NotFound
 from gateway.observability.record import record_of
-from gateway.pipeline.responses import draft_response, echo, prepare_response, stored
+from gateway.pipeline.responses import (
+    conversation,
+    draft_response,
+    echo,
+    prepare_response,
+    stored,
+)
 from gateway.protocol.responses import ResponsesRequest
 from gateway.routes import openapi
 from gateway.routes.answer import Answer, Events, answer, relays
@@ -86,8 +92,15 @@ async def delete_response(request: Request, response_id: str) -> Response:
     openapi_extra=openapi.INPUT_ITEMS,
 )
 async def list_input_items(request: Request, response_id: str) -> Response:
+    """The items the response was generated from, as OpenAI lists them: those of the
+    conversation it continued (inputs and outputs, as far back as they are stored), then its
+    own input; newest first unless ``order=asc``."""
     order, limit, after = _list_params(request)
-    items = (await _stored(request, response_id)).input_items
+    runtime: Runtime = request.app.state.runtime
+    chain = await runtime.store.chain(response_id, key_id(request.state))
+    if not chain:
+        raise NotFound(f"No response with id '{response_id}' was found", param="response_id")
+    items = [*conversation(chain[:-1]), *chain[-1].input_items]
     if order == "desc":
         items = items[::-1]
     if after is not None:

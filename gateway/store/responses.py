@@ -140,18 +140,20 @@ class ResponseStore:
         oldest = time.time() - self.retention.max_age_s
         return await self._run(lambda db: _read(db, response_id, scope, oldest))
 
-    async def chain(self, response_id: str, scope: str) -> list[StoredResponse] | None:
-        """The conversation ending at ``response_id``, oldest first; None when it (or a
-        response it continued) is gone."""
+    async def chain(self, response_id: str, scope: str) -> list[StoredResponse]:
+        """The conversation ending at ``response_id``, oldest first, as far back as it is
+        still stored: empty when the response itself is gone; the first one has a
+        ``previous_id`` when a response it continued is gone (or it goes back further than
+        ``MAX_CHAIN``)."""
         oldest = time.time() - self.retention.max_age_s
 
-        def walk(db: sqlite3.Connection) -> list[StoredResponse] | None:
+        def walk(db: sqlite3.Connection) -> list[StoredResponse]:
             found: list[StoredResponse] = []
             wanted: str | None = response_id
             while wanted is not None and len(found) < MAX_CHAIN:
                 row = _read(db, wanted, scope, oldest)
                 if row is None:
-                    return None
+                    break
                 found.append(row)
                 wanted = row.previous_id
             return found[::-1]

@@ -199,3 +199,21 @@ async def test_stored_responses_survive_a_restart(fake: FakeTriton, tmp_path: Pa
     finally:
         await second.aclose()
     assert "Remember me." in fake.requests[-1].scalar("text_input")
+
+
+async def test_input_items_of_a_continuation_list_the_whole_conversation(
+    http: httpx.AsyncClient, fake: FakeTriton
+) -> None:
+    first = (await http.post(URL, json=ask("first question"))).json()
+    second = (await http.post(URL, json=ask("second", previous_response_id=first["id"]))).json()
+    listed = (await http.get(f"{URL}/{second['id']}/input_items", params={"order": "asc"})).json()
+    kinds = [(item["type"], item["role"]) for item in listed["data"]]
+    assert kinds == [("message", "user"), ("message", "assistant"), ("message", "user")]
+    assert listed["data"][1] == first["output"][0]  # the earlier answer, as it was returned
+    assert listed["data"][2]["content"] == [{"type": "input_text", "text": "second"}]
+    # A conversation whose earlier response is deleted can no longer be continued.
+    await http.delete(f"{URL}/{first['id']}")
+    follow = ask("third", previous_response_id=second["id"])
+    assert_openai_error(await http.post(URL, json=follow), 400, "previous_response_not_found")
+    listed = (await http.get(f"{URL}/{second['id']}/input_items")).json()
+    assert len(listed["data"]) == 1  # what is still stored: its own input

@@ -73,23 +73,26 @@ async def test_responses_survive_a_reopen(tmp_path: Path) -> None:
 async def test_a_response_is_invisible_to_another_scope(store: ResponseStore) -> None:
     await store.put(record("resp_1", scope="key-a"))
     assert await store.get("resp_1", "key-b") is None
-    assert await store.chain("resp_1", "key-b") is None
+    assert await store.chain("resp_1", "key-b") == []
     assert not await store.delete("resp_1", "key-b")
     assert await store.get("resp_1", "key-a") is not None
     assert await store.delete("resp_1", "key-a")
     assert await store.get("resp_1", "key-a") is None
 
 
-async def test_a_chain_is_read_oldest_first_and_breaks_when_a_link_is_gone(
+async def test_a_chain_is_read_oldest_first_as_far_back_as_it_is_stored(
     store: ResponseStore,
 ) -> None:
     await store.put(record("resp_1"))
     await store.put(record("resp_2", previous="resp_1"))
     await store.put(record("resp_3", previous="resp_2"))
     chain = await store.chain("resp_3", "")
-    assert chain is not None and [r.id for r in chain] == ["resp_1", "resp_2", "resp_3"]
+    assert [r.id for r in chain] == ["resp_1", "resp_2", "resp_3"]
+    assert chain[0].previous_id is None  # complete
     await store.delete("resp_2", "")
-    assert await store.chain("resp_3", "") is None
+    (alone,) = await store.chain("resp_3", "")
+    assert alone.previous_id == "resp_2"  # broken: what it continued is gone
+    assert await store.chain("resp_9", "") == []
 
 
 async def test_only_the_newest_responses_are_kept(tmp_path: Path) -> None:
