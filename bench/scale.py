@@ -34,10 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--out", type=Path, help="result folder (default build/bench/scale-<time>)")
 
 
-def _cpus(count: int) -> tuple[set[int] | None, set[int] | None]:
-    """(the gateway's ``count`` highest cores, the rest); nothing pinned when the machine has
-    too few cores to give the gateway its own (a smoke run: its figures mean little)."""
-    cores = sorted(os.sched_getaffinity(0))
+def _cpus(count: int, cores: list[int]) -> tuple[set[int] | None, set[int] | None]:
+    """(the gateway's ``count`` highest of ``cores``, the rest); nothing pinned when there are
+    too few to give the gateway its own (a smoke run: its figures mean little)."""
     if count >= len(cores):
         say(f"only {len(cores)} cores: {count} gateway workers share them (not pinned)")
         return None, None
@@ -64,7 +63,8 @@ async def run(args: argparse.Namespace) -> int:
     out = args.out or REPO_ROOT / "build" / "bench" / f"scale-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
     raise_fd_limit()
-    _, others = _cpus(max(counts))
+    cores = sorted(os.sched_getaffinity(0))  # read before this process pins itself
+    _, others = _cpus(max(counts), cores)
     pin_self(others)  # Triton, its stubs and the load generator stay off the gateway's cores
     say(f"starting Triton ({args.triton_instances} fixture instances) on CPUs {others or 'all'}")
     triton = await start_triton()
@@ -72,7 +72,7 @@ async def run(args: argparse.Namespace) -> int:
     rows: list[tuple[int, report.Measurement]] = []
     try:
         for index, count in enumerate(counts):
-            gateway_cpus, _ = _cpus(count)
+            gateway_cpus, _ = _cpus(count, cores)
             say(f"gateway with {count} worker(s) on CPUs {gateway_cpus or 'all'}")
             gateway: Service = start_gateway(triton, out, gateway_cpus, workers=count)
             try:

@@ -22,6 +22,7 @@ from gateway.media.fetch import MediaFetcher
 from gateway.media.identity import ExtraIdRegistry
 from gateway.media.offload import Offloader, OffloadLimits
 from gateway.observability.metrics import GatewayMetrics
+from gateway.store import ResponseStore, Retention
 from gateway.triton.backend import TritonBackend
 from gateway.triton.client import TritonClient
 from gateway.triton.contract import ModelContract
@@ -85,9 +86,13 @@ class Runtime:
     embedded: EmbeddedTriton | None = None
     # The app's metrics; the media plane reports through its hooks (``media_fetched``...).
     metrics: GatewayMetrics = field(default_factory=GatewayMetrics)
+    # Stored responses (/v1/responses); the file is opened on first use.
+    responses: ResponseStore | None = None
     readiness: ReadinessWatch = field(init=False)
 
     def __post_init__(self) -> None:
+        if self.responses is None:
+            self.responses = response_store(self.settings)
         self.metrics.watch_collisions(lambda: self.extra_ids.collisions)
         self.readiness = ReadinessWatch(
             {url: (client, self._triton_models(url)) for url, client in self.clients.items()}
@@ -121,14 +126,26 @@ class Runtime:
         checks = [self.clients[url].is_ready(models) for url, models in names.items()]
         return all(await asyncio.gather(*checks))
 
+    @property
+    def store(self) -> ResponseStore:
+        assert self.responses is not None  # set in __post_init__
+        return self.responses
+
     async def aclose(self) -> None:
         await self.readiness.stop()
+        await self.store.close()
         await self.fetcher.aclose()
         await self.offload.aclose()
         for client in self.clients.values():
             await client.close()
         if self.embedded is not None:
             await self.embedded.stop()
+
+
+def response_store(settings: Settings) -> ResponseStore:
+    """The stored responses' SQLite store, as ``[responses]`` configures it (opened lazily)."""
+    config = settings.responses
+    return ResponseStore(config.path, Retention(config.max_responses, config.max_age_days * 86400))
 
 
 def embedded_environment(settings: Settings) -> dict[str, str]:

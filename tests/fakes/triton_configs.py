@@ -45,6 +45,8 @@ _ENSEMBLE_INPUTS: tuple[tuple[str, str, tuple[int, ...], bool], ...] = (
     ("return_perf_metrics", "TYPE_BOOL", (1,), True),
     ("return_log_probs", "TYPE_BOOL", (1,), True),
     ("return_generation_logits", "TYPE_BOOL", (1,), True),
+    ("guided_decoding_guide_type", "TYPE_STRING", (1,), True),
+    ("guided_decoding_guide", "TYPE_STRING", (1,), True),
 )
 _ENSEMBLE_OUTPUTS = (
     ("text_output", "TYPE_STRING", (-1,)),
@@ -62,14 +64,10 @@ _LOG_PROB_TENSORS = frozenset(
     {"return_log_probs", "return_generation_logits", "cum_log_probs", "output_log_probs",
      "generation_logits"}
 )  # fmt: skip
-# TensorRT-LLM's guided decoding inputs, as all_models/inflight_batcher_llm/tensorrt_llm and the
-# text ensemble declare them (TYPE_STRING dims [1], optional); a multimodal ensemble built by
-# ``mmgw trtllm-repo --guided-decoding`` adds them (triton-contract.md).
-GUIDED_INPUTS: tuple[tuple[str, str, tuple[int, ...], bool], ...] = (
-    ("guided_decoding_guide_type", "TYPE_STRING", (1,), True),
-    ("guided_decoding_guide", "TYPE_STRING", (1,), True),
-)
 _IMAGE_TYPES = {"image_input": "TYPE_FP16", "image_bytes_input": "TYPE_UINT8"}
+# Guided decoding (triton-contract.md section 9): declared by tensorrt_llm, the BLS and the
+# reference models, not by NVIDIA's multimodal ensemble unless mmgw trtllm-repo wired them.
+_GUIDE_TENSORS = frozenset({"guided_decoding_guide_type", "guided_decoding_guide"})
 # TensorRT-LLM's two spellings: tensorrtllm_backend v0.19 and later main.
 SPELLINGS = {
     "v0.19": {"min_tokens": "min_length", "seed": "random_seed"},
@@ -142,7 +140,7 @@ def ensemble_config(
     tokens_per_block: int = 16,
     only: Sequence[str] | None = None,
     log_probs: bool = True,
-    guided: bool = False,
+    guided: bool = True,
 ) -> dict[str, Any]:
     """A multimodal ``ensemble`` (triton-contract.md section 2).
 
@@ -151,7 +149,8 @@ def ensemble_config(
     ``spelling`` picks v0.19's or current input names; ``only`` keeps just those inputs (a
     deployment built from an older or trimmed template); ``log_probs`` False leaves out the
     log-prob and generation-logits tensors (the benchmark's load generator has none);
-    ``guided`` adds the guided decoding inputs.
+    ``guided`` False leaves out the guided-decoding inputs (NVIDIA's multimodal ensemble as
+    shipped, and the load generator).
     """
     names = {"image": image, "video": "video_bytes_input" if video else None, **SPELLINGS[spelling]}
     inputs = []
@@ -165,10 +164,10 @@ def ensemble_config(
             input_name = resolved
         if not log_probs and input_name in _LOG_PROB_TENSORS:
             continue
+        if not guided and input_name in _GUIDE_TENSORS:
+            continue
         if only is None or input_name in only:
             inputs.append((input_name, data_type, dims, optional))
-    if guided:
-        inputs.extend(GUIDED_INPUTS)
     outputs = [o for o in _ENSEMBLE_OUTPUTS if log_probs or o[0] not in _LOG_PROB_TENSORS]
     return _model_config(
         name,
@@ -198,9 +197,9 @@ _MINIMAL = ("text_input", "max_tokens", "stream")
 
 def default_configs() -> list[dict[str, Any]]:
     """The fake's repository: the three contracts the gateway's reference models speak, a
-    BLIP-2 ensemble, LLaVA-OneVision ensembles with and without the guided decoding inputs, and two
-    trimmed deployments (the required inputs and ``stream`` only;
-    one not decoupled)."""
+    BLIP-2 ensemble, a LLaVA-OneVision ensemble without the guided decoding inputs (NVIDIA's
+    multimodal ensemble as shipped), and two trimmed deployments (the required inputs and
+    ``stream`` only; one not decoupled)."""
     return [
         ensemble_config("ensemble", image="image_input", spelling="v0.19"),
         ensemble_config(
@@ -208,13 +207,6 @@ def default_configs() -> list[dict[str, Any]]:
         ),
         ensemble_config("ensemble_blip2", image="image_input", spelling="current"),
         ensemble_config("ensemble_unguided", image="image_bytes_input", guided=False),
-        ensemble_config(
-            "ensemble_guided",
-            image="image_bytes_input",
-            video=True,
-            spelling="current",
-            guided=True,
-        ),
         ensemble_config("ensemble_minimal", image=None, only=_MINIMAL),
         ensemble_config("ensemble_unary", image=None, decoupled=False, only=_MINIMAL),
         whisper_direct_config("whisper"),
