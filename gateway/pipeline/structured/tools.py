@@ -27,7 +27,12 @@ from gateway.families.tool_formats.forced import NamedParser, required_parser
 from gateway.families.tool_formats.parser import FirstCallOnly
 from gateway.pipeline.structured.guides import Asked
 from gateway.protocol.chat import ChatCompletionRequest
-from gateway.protocol.structured import FunctionDefinition, FunctionName
+from gateway.protocol.structured import (
+    FunctionCallChoice,
+    FunctionDefinition,
+    FunctionName,
+    ToolChoice,
+)
 
 Mode = Literal["none", "auto", "required", "named"]
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
@@ -107,7 +112,7 @@ def tool_plan(request: ChatCompletionRequest, family: Family) -> ToolPlan | None
 
 def _plan(
     functions: Sequence[FunctionDefinition] | None,
-    choice: object,
+    choice: ToolChoice | FunctionCallChoice | None,
     tools_param: str,
     choice_param: str,
 ) -> ToolPlan | None:
@@ -129,13 +134,10 @@ def _plan(
         return ToolPlan(specs, "auto", param=choice_param)
     if isinstance(choice, str):
         return ToolPlan(specs, "required" if choice == "required" else "none", param=choice_param)
-    named = choice.name if isinstance(choice, FunctionName) else choice.function.name  # type: ignore[attr-defined]
+    legacy = isinstance(choice, FunctionName)  # function_call: {"name": ...}
+    named = choice.name if isinstance(choice, FunctionName) else choice.function.name
     if named not in names:
-        where = (
-            f"{choice_param}.name"
-            if isinstance(choice, FunctionName)
-            else f"{choice_param}.function.name"
-        )
+        where = f"{choice_param}.name" if legacy else f"{choice_param}.function.name"
         raise InvalidRequest(
             f"{choice_param} names the function {named!r}, which is not among the "
             f"{tools_param} offered ({', '.join(names)})",
