@@ -14,10 +14,11 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 
 from gateway.families.calls import Choice, FinishReason, Outcome, Scored
+from gateway.families.tool_formats.base import ToolCallDelta
 from gateway.observability.record import RequestRecord
 from gateway.protocol.common import UsageCounts
 
-Events = AsyncIterator[str | Scored | Outcome]
+Events = AsyncIterator[str | Scored | ToolCallDelta | Outcome]
 
 
 def summed(outcomes: Sequence[Outcome]) -> Outcome:
@@ -39,9 +40,9 @@ async def merged(
     relays: Sequence[Events], record: RequestRecord | None = None
 ) -> AsyncIterator[Choice | Outcome]:
     """The relays' items as they come, as ``Choice``s; then their summed ``Outcome``."""
-    queue: asyncio.Queue[tuple[int, str | Scored | Outcome | BaseException | None]] = (
-        asyncio.Queue()
-    )
+    queue: asyncio.Queue[
+        tuple[int, str | Scored | ToolCallDelta | Outcome | BaseException | None]
+    ] = asyncio.Queue()
 
     async def pump(index: int, relay: Events) -> None:
         try:

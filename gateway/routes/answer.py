@@ -32,11 +32,7 @@ from gateway.streaming.tool_chunks import CallGatherer
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 CLIENT_CLOSED_REQUEST = 499  # nginx's status for a client that left; nobody reads it
 
-Events = (
-    AsyncIterator[str | Scored | Outcome]
-    | AsyncIterator[str | ToolCallDelta | Outcome]
-    | AsyncIterator[Choice | Outcome]
-)
+Events = AsyncIterator[str | Scored | ToolCallDelta | Outcome] | AsyncIterator[Choice | Outcome]
 
 
 @dataclass(frozen=True)
@@ -56,10 +52,12 @@ def relays(prepared: list[Prepared], request_id: str, record: RequestRecord) -> 
     if len(prepared) == 1:
         return _relay(prepared[0], request_id, record)
     streams = [_relay(p, f"{request_id}-{i}", record) for i, p in enumerate(prepared)]
-    return merged(streams, record)  # type: ignore[arg-type]
+    return merged(streams, record)
 
 
-def _relay(prepared: Prepared, request_id: str, record: RequestRecord) -> Events:
+def _relay(
+    prepared: Prepared, request_id: str, record: RequestRecord
+) -> AsyncIterator[str | Scored | ToolCallDelta | Outcome]:
     """One choice's relay, read through its tool-call parser when it has one."""
     events = relay(prepared, request_id, record)
     return events if prepared.tool_parser is None else with_tools(events, prepared.tool_parser())
