@@ -23,9 +23,11 @@ from gateway.observability.metrics import GatewayMetrics
 from gateway.triton.backend import TritonBackend
 from gateway.triton.client import TritonClient
 from gateway.triton.contract import ModelContract
-from gateway.triton.embedded import EmbeddedTriton
+from gateway.triton.embedded import EmbeddedReplicas, EmbeddedTriton
 from gateway.triton.lora import LoraLedger
 from gateway.triton.readiness import ReadinessWatch
+from gateway.triton.replicas import ReplicaSet, Routing, parse_dns
+from gateway.triton.replicas.discovery import is_dns
 
 log = logging.getLogger(__name__)
 
@@ -67,13 +69,16 @@ class Runtime:
     fetcher: MediaFetcher
     extra_ids: ExtraIdRegistry
     offload: Offloader  # media decoding: worker processes, bounded, a time budget per item
-    embedded: EmbeddedTriton | None = None
+    embedded: EmbeddedReplicas | None = None
     # The app's metrics; the media plane reports through its hooks (``media_fetched``...).
     metrics: GatewayMetrics = field(default_factory=GatewayMetrics)
     readiness: ReadinessWatch = field(init=False)
 
     def __post_init__(self) -> None:
         self.metrics.watch_collisions(lambda: self.extra_ids.collisions)
+        self.metrics.watch_replicas(
+            lambda: [sample for rs in self.replica_sets for sample in rs.samples()]
+        )
         self.readiness = ReadinessWatch(
             {url: (client, self._triton_models(url)) for url, client in self.clients.items()}
         )
@@ -94,9 +99,16 @@ class Runtime:
         self.readiness.require(served.client.url, served.config.triton_model)
         return served
 
+    @property
+    def replica_sets(self) -> list[ReplicaSet]:
+        return [c for c in self.clients.values() if isinstance(c, ReplicaSet)]
+
     def start_watching(self) -> None:
-        """Probe every Triton's readiness in the background (the app's lifespan calls it)."""
+        """Probe every Triton's readiness (every replica's, in a set) and follow DNS names in
+        the background (the app's lifespan calls it)."""
         self.readiness.start(self.settings.upstream.ready_check_interval_s)
+        for replica_set in self.replica_sets:
+            replica_set.start()
 
     async def ready(self) -> bool:
         """True when every Triton answers ready and has its served models loaded."""
@@ -137,18 +149,7 @@ async def build_runtime(
     metrics = metrics or GatewayMetrics()
     embedded = None
     if settings.needs_embedded:
-        embedded = EmbeddedTriton(
-            settings.embedded.model_repository,
-            env=embedded_environment(settings),
-            models=sorted({m.triton_model for m in settings.models if m.triton_url is None}),
-            ready_timeout_s=settings.embedded.ready_timeout_s,
-            start_attempts=settings.embedded.start_attempts,
-            start_backoff_s=settings.embedded.start_backoff_s,
-            stub_timeout_s=settings.embedded.stub_timeout_s,
-            model_load_threads=settings.embedded.model_load_threads,
-            on_restart=metrics.triton_restarted,
-            python=settings.embedded.python,
-        )
+        embedded = _embedded(settings, metrics)
         await embedded.start()
     clients: dict[str, TritonBackend] = {}
     keepalive_s = settings.upstream.keepalive_s
@@ -156,12 +157,15 @@ async def build_runtime(
     models: dict[str, ServedRuntime] = {}
     ledgers: dict[tuple[str, str], LoraLedger] = {}
     for served in settings.models:
-        url = served.triton_url or (embedded.grpc_url if embedded else "")
-        client = clients.get(url) or clients.setdefault(url, connect(url))
+        url = served.triton_target or (",".join(embedded.grpc_urls) if embedded else "")
+        if url not in clients:
+            clients[url] = await _backend(url, served, settings, connect)
+        client = clients[url]
         family = get_family(served.family, served.family_options)
         if served.lora and not family.supports_lora:
             raise ValueError(f"model {served.id!r}: family {family.name!r} takes no LoRA adapters")
-        ledger = ledgers.setdefault((url, served.triton_model), LoraLedger())
+        remember = not isinstance(client, ReplicaSet)
+        ledger = ledgers.setdefault((url, served.triton_model), LoraLedger(remember=remember))
         models[served.id] = ServedRuntime(served, family, client, lora=ledger)
     for served_runtime in models.values():
         try:
@@ -182,6 +186,46 @@ async def build_runtime(
         embedded=embedded,
         metrics=metrics,
     )
+
+
+def _embedded(settings: Settings, metrics: GatewayMetrics) -> EmbeddedReplicas:
+    """``[embedded] replicas`` co-launched servers of the models that name no Triton."""
+
+    def one() -> EmbeddedTriton:
+        return EmbeddedTriton(
+            settings.embedded.model_repository,
+            env=embedded_environment(settings),
+            models=sorted({m.triton_model for m in settings.models if m.triton_url is None}),
+            ready_timeout_s=settings.embedded.ready_timeout_s,
+            start_attempts=settings.embedded.start_attempts,
+            start_backoff_s=settings.embedded.start_backoff_s,
+            stub_timeout_s=settings.embedded.stub_timeout_s,
+            model_load_threads=settings.embedded.model_load_threads,
+            on_restart=metrics.triton_restarted,
+            python=settings.embedded.python,
+        )
+
+    return EmbeddedReplicas.of(settings.embedded.replicas, one)
+
+
+async def _backend(
+    url: str, served: ServedModel, settings: Settings, connect: Callable[[str], TritonBackend]
+) -> TritonBackend:
+    """One Triton's client, or a replica set over several (a comma list or a dns: name)."""
+    if not is_dns(url) and "," not in url:
+        return connect(url)
+    several: list[str] | None = None if is_dns(url) else url.split(",")
+    policy = served.routing or "affinity"
+    replica_set = ReplicaSet(
+        url,
+        parse_dns(url) if several is None else several,
+        connect,
+        Routing(policy, served.spill_ratio, served.spill_floor),
+        eject_backoff_s=settings.upstream.eject_backoff_s,
+        dns_refresh_s=settings.upstream.dns_refresh_s,
+    )
+    await replica_set.refresh()  # a dns: name's first addresses
+    return replica_set
 
 
 async def _start_offload(limits: OffloadLimits) -> Offloader:

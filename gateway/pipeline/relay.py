@@ -28,6 +28,7 @@ from gateway.protocol.common import UsageCounts
 from gateway.runtime import ServedRuntime
 from gateway.streaming.text import StopMatcher
 from gateway.triton.contract import ModelContract
+from gateway.triton.replicas.keys import routing_key
 from gateway.triton.tensors import build_inputs
 
 
@@ -44,6 +45,8 @@ class Prepared:
     # The tensors of a text-contract plan, built while the request could still get a 400.
     inputs: Sequence[Any] = field(default_factory=tuple)
     timeouts: Timeouts | None = None  # None: wait on Triton for as long as it takes
+    # Where a set of Triton replicas sends the call (triton/replicas/keys.py); None: anywhere.
+    route_key: int | None = None
 
 
 def prepared(
@@ -58,8 +61,11 @@ def prepared(
     """The last step before the first byte: the text call's tensors, built while a problem
     with them (an image tensor the deployment cannot take) can still be a 400."""
     first = plan.calls[0]
-    inputs = build_inputs(first, contract) if isinstance(first, GenerationRequest) else ()
-    return Prepared(served, contract, plan, stops, media_items, lora, inputs, timeouts)
+    inputs: Sequence[Any] = ()
+    key = None
+    if isinstance(first, GenerationRequest):
+        inputs, key = build_inputs(first, contract), routing_key(first, served.tokens_per_block)
+    return Prepared(served, contract, plan, stops, media_items, lora, inputs, timeouts, key)
 
 
 async def family_plan(

@@ -53,6 +53,7 @@ from tritonclient.utils import InferenceServerException
 
 from gateway.errors import UpstreamUnavailable
 from gateway.families.whisper.tokens import WhisperTokenizer, load_tokenizer
+from gateway.triton.backend import Route
 from gateway.triton.client import translate_error
 from gateway.triton.contract import ModelContract, parse_model_config
 from gateway.triton.responses import is_final
@@ -122,6 +123,8 @@ class FakeTriton:
         self.requests: list[ReceivedRequest] = []
         self.cancelled: list[str] = []
         self.config_reads: list[str] = []
+        self.active = 0  # requests being answered now, and the most at once
+        self.peak = 0
         self._arrived = _Events()
         self._cancels = _Events()
 
@@ -166,6 +169,7 @@ class FakeTriton:
         inputs: Sequence[grpcclient.InferInput],
         request_id: str,
         outputs: Sequence[str] = (),
+        route: Route | None = None,
     ) -> AsyncIterator[service_pb2.ModelInferResponse]:
         try:
             request = _get_inference_request(
@@ -193,6 +197,8 @@ class FakeTriton:
                 )
             )
         ended = False  # by the fake: its final response or an error response
+        self.active += 1
+        self.peak = max(self.peak, self.active)
         try:
             # As TritonClient reads the stream: an error message raises, a final flag ends it.
             async with aclosing(self._serve(request)) as messages:
@@ -205,6 +211,7 @@ class FakeTriton:
                     if ended:
                         break
         finally:
+            self.active -= 1
             if not ended:
                 self.cancelled.append(request_id)
                 self._cancels.get(request_id).set()
