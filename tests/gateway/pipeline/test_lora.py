@@ -4,6 +4,7 @@ ledger that sends an adapter's weights once per Triton model (again after a fail
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -110,7 +111,7 @@ class FakeClient:
         self.fail = fail
 
     async def stream(
-        self, model: str, inputs: list, request_id: str, outputs: tuple = ()
+        self, model: str, inputs: list, request_id: str, outputs: tuple = (), route: Any = None
     ) -> AsyncIterator:
         if self.fail:
             raise UpstreamFailed("LoRA task 7 not found in cache")
