@@ -4,8 +4,8 @@ ledger that sends an adapter's weights once per Triton model (again after a fail
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
