@@ -76,6 +76,8 @@ class Script:
     fail_after: int | None = None  # an error response after this many tokens
     error: str = "Executor failed: CUDA error: an illegal memory access was encountered"
     hang_after: int | None = None  # after this many tokens, nothing more until cancelled
+    # After this many tokens the connection drops: gRPC UNAVAILABLE, as when the server dies.
+    unavailable_after: int | None = None
     kv_cache_reused_blocks: int = 0  # reported with return_perf_metrics
     # Whisper: the window's speech, the language it detects, the end of its one segment.
     transcript: str = " The quick brown fox."
@@ -188,14 +190,7 @@ class FakeTriton:
         except InferenceServerException as exc:
             raise translate_error(exc) from exc
         if self.down:
-            raise translate_error(
-                grpc.aio.AioRpcError(
-                    grpc.StatusCode.UNAVAILABLE,
-                    grpc.aio.Metadata(),
-                    grpc.aio.Metadata(),
-                    "failed to connect to all addresses",
-                )
-            )
+            raise _unavailable()
         ended = False  # by the fake: its final response or an error response
         self.active += 1
         self.peak = max(self.peak, self.active)
@@ -242,6 +237,8 @@ class FakeTriton:
         for index in range(len(items) + 1):
             if script.fail_after == index:
                 raise TritonRejected(script.error)
+            if script.unavailable_after == index:
+                raise _unavailable()
             if script.hang_after == index:
                 await asyncio.Event().wait()  # until the request is cancelled
             if index == len(items):
@@ -330,6 +327,18 @@ class FakeTriton:
             body = generated if exclude or exclude is None else [*prompt, *generated]
             yield infer_response(**ids, **_asked(_ids_outputs(body), request.outputs))
         yield infer_response(final=True, **ids)
+
+
+def _unavailable() -> Exception:
+    """What ``TritonClient`` raises when the server cannot be reached or the stream drops."""
+    return translate_error(
+        grpc.aio.AioRpcError(
+            grpc.StatusCode.UNAVAILABLE,
+            grpc.aio.Metadata(),
+            grpc.aio.Metadata(),
+            "failed to connect to all addresses",
+        )
+    )
 
 
 def _text(text: str) -> np.ndarray:
