@@ -223,6 +223,7 @@ async def _backend(
         Routing(policy, served.spill_ratio, served.spill_floor),
         eject_backoff_s=settings.upstream.eject_backoff_s,
         dns_refresh_s=settings.upstream.dns_refresh_s,
+        probe_timeout_s=min(2.0, 0.8 * settings.upstream.ready_check_interval_s),
     )
     await replica_set.refresh()  # a dns: name's first addresses
     return replica_set

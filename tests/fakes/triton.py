@@ -105,8 +105,9 @@ class _Events:
 class FakeTriton:
     """One fake Triton server (``TritonBackend``) holding ``configs``, shared by every request.
 
-    Switches: ``down`` (unreachable: no config, not ready, every stream UNAVAILABLE) and
-    ``unready`` (model names loaded but not at ready state).
+    Switches: ``down`` (unreachable: no config, not ready, every stream UNAVAILABLE),
+    ``unready`` (model names loaded but not at ready state) and ``hung`` (connected but
+    answering nothing, as a stopped process: probes and streams wait until cancelled).
     """
 
     def __init__(
@@ -121,6 +122,7 @@ class FakeTriton:
         """Forget every request and go back to the default script, up and ready."""
         self.script = Script()
         self.down = False
+        self.hung = False
         self.unready: set[str] = set()
         self.requests: list[ReceivedRequest] = []
         self.cancelled: list[str] = []
@@ -158,6 +160,8 @@ class FakeTriton:
         return parse_model_config(json.loads(json.dumps(config)))
 
     async def is_ready(self, model_names: Sequence[str] = ()) -> bool:
+        if self.hung:
+            await asyncio.Event().wait()
         if self.down:
             return False
         return all(n in self.configs and n not in self.unready for n in model_names)
@@ -191,6 +195,8 @@ class FakeTriton:
             raise translate_error(exc) from exc
         if self.down:
             raise _unavailable()
+        if self.hung:
+            await asyncio.Event().wait()
         ended = False  # by the fake: its final response or an error response
         self.active += 1
         self.peak = max(self.peak, self.active)

@@ -41,7 +41,6 @@ from gateway.triton.replicas.health import DEFAULT_EJECT_BACKOFF_S, Health
 log = logging.getLogger(__name__)
 
 ATTEMPTS = 2  # the first choice, then one retry on the next
-PROBE_TIMEOUT_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -81,6 +80,7 @@ class ReplicaSet:
         routing: Routing | None = None,
         eject_backoff_s: float = DEFAULT_EJECT_BACKOFF_S,
         dns_refresh_s: float = 10.0,
+        probe_timeout_s: float = 2.0,
     ) -> None:
         self.url = url
         self.routing = routing or Routing()
@@ -89,6 +89,9 @@ class ReplicaSet:
         self._backoff_s = eject_backoff_s
         self._dns = members if isinstance(members, DnsName) else None
         self._dns_refresh_s = dns_refresh_s
+        # Below the readiness watch's own bound, so a hung replica is judged on its own and
+        # cannot make the whole set look unready.
+        self._probe_timeout_s = probe_timeout_s
         self._references: dict[str, ModelContract] = {}  # Triton model -> the agreed config
         self._retiring: list[Replica] = []  # gone from DNS; closed once idle
         self._turn = 0
@@ -216,7 +219,7 @@ class ReplicaSet:
 
     async def _probe(self, replica: Replica, models: Sequence[str]) -> bool:
         try:
-            ready = await asyncio.wait_for(replica.backend.is_ready(models), PROBE_TIMEOUT_S)
+            ready = await asyncio.wait_for(replica.backend.is_ready(models), self._probe_timeout_s)
         except (asyncio.TimeoutError, OSError):
             ready = False
         if replica.health.probed(ready):

@@ -158,6 +158,19 @@ async def test_a_replica_back_from_a_failed_probe_rejoins_and_gets_its_keys_back
         assert len(home.requests) == 2
 
 
+async def test_a_hung_replica_fails_its_own_probe_without_taking_the_set_down() -> None:
+    fakes = new_fakes()
+    async with replicas(fakes) as (http, runtime):
+        assert (await http.post("/v1/chat/completions", json=image_chat(6))).status_code == 200
+        [home] = [f for f in fakes if f.requests]
+        home.hung = True
+        interval = runtime.settings.upstream.ready_check_interval_s
+        await runtime.readiness.probe(interval)  # bounded by the interval, as the watch runs it
+        assert runtime.readiness.ready == {(runtime.replica_sets[0].url, "ensemble"): True}
+        response = await http.post("/v1/chat/completions", json=image_chat(6, "again"))
+        assert response.status_code == 200 and len(home.requests) == 1
+
+
 async def test_every_replica_down_is_a_clean_503() -> None:
     fakes = new_fakes(2)
     async with replicas(fakes) as (http, _):
