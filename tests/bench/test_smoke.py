@@ -53,3 +53,18 @@ def test_overhead_command_runs_end_to_end(tmp_path: Path) -> None:
     assert all(r["proxy_cpu_per_1k"] is not None for r in rows if r["mode"] == "gateway")
     assert "(b) gateway SSE" in (tmp_path / "report.md").read_text()
     assert (tmp_path / "overhead.png").stat().st_size > 10_000
+
+
+def test_replicas_workload_repeats_every_image_in_one_shuffled_order() -> None:
+    from collections import Counter
+
+    from bench.replicas import Figures, Workload, schedule, table
+
+    workload = Workload(images=5, repeats=3)
+    jobs = schedule(workload)
+    assert Counter(image for image, _ in jobs) == {i: 3 for i in range(5)}
+    assert jobs == schedule(workload) and jobs != sorted(jobs)  # same shuffle every run
+    rows = table(
+        [Figures("one replica", cached_tokens=200), Figures("affinity", cached_tokens=190)]
+    )
+    assert "| affinity | 0 | 0 | 0 | 190 | 95.0% |" in rows
