@@ -51,7 +51,7 @@ QUESTIONS = ("What is this?", "Describe it.", "Which colours?", "Any text?", "Ho
 class Workload:
     images: int = 20
     repeats: int = 10
-    concurrency: int = 2  # at most 2 in flight: affinity never reaches its spill floor
+    concurrency: int = 2
     max_tokens: int = 2
     order_seed: int = 1
 

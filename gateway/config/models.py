@@ -51,7 +51,10 @@ class ServedModel(Strict):
         "passes a request to the key's next choice",
     )
     spill_floor: int = Field(
-        2, ge=1, description="affinity: in-flight calls a replica always takes before spilling"
+        8,
+        ge=1,
+        description="affinity: in-flight calls a replica always takes before spilling (an "
+        "in-flight batching engine serves several at once; spilling below that only loses reuse)",
     )
     max_images: int | None = Field(None, ge=0, description="engine's max images per request")
     default_max_tokens: int = Field(DEFAULT_MAX_TOKENS, ge=1)

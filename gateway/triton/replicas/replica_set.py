@@ -49,7 +49,7 @@ class Routing:
 
     policy: choice.Policy = "affinity"
     spill_ratio: float = 1.5
-    spill_floor: int = 2
+    spill_floor: int = 8
 
 
 @dataclass
