@@ -88,6 +88,8 @@ class ServedModel(Strict):
     @field_validator("triton_url")
     @classmethod
     def _replica_urls(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(value, str) and "," in value:  # "a:8001,b:8001", as --triton-url takes
+            value = [url.strip() for url in value.split(",")]
         if isinstance(value, list):
             if not value:
                 raise ValueError("triton_url: an empty list names no replica")

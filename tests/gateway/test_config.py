@@ -141,6 +141,8 @@ def test_replicas_from_toml_and_the_environment(
 def test_replica_targets_are_checked() -> None:
     one = ServedModel(id="m", family="llava", triton_model="e", triton_url=["a:1"])
     assert one.triton_url == "a:1"  # a list of one is one server
+    two = ServedModel(id="m", family="llava", triton_model="e", triton_url="a:1, b:1")
+    assert two.triton_url == ["a:1", "b:1"]  # as --triton-url takes them
     for wrong in ([], ["a:1", "a:1"], "dns:///no-port"):
         with pytest.raises(ValueError):
             ServedModel(id="m", family="llava", triton_model="e", triton_url=wrong)
