@@ -1,6 +1,7 @@
 """``python -m bench <command>``: the benchmark commands.
 
 - ``overhead``: the gateway against direct gRPC, Triton's generate_stream and LiteLLM
+- ``scale``: gateway throughput under flood with 1, 2, 4, 8 worker processes
 - ``held``: 1,000 concurrent SSE streams through one gateway process
 - ``serve``: Triton with the load fixture and the gateway, left running (for aiperf, curl)
 - ``aiperf``: NVIDIA's aiperf profiling the gateway with images and streaming
@@ -20,11 +21,12 @@ from pathlib import Path
 
 
 def _parser() -> argparse.ArgumentParser:
-    from bench import aiperf, held, hotpath, overhead, profile, replicas, serve
+    from bench import aiperf, held, hotpath, overhead, profile, replicas, scale, serve
 
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     overhead.add_arguments(commands.add_parser("overhead", help="gateway cost vs peers"))
+    scale.add_arguments(commands.add_parser("scale", help="throughput as workers are added"))
     held.add_arguments(commands.add_parser("held", help="many held SSE streams"))
     serve.add_arguments(commands.add_parser("serve", help="run the bench stack"))
     aiperf.add_arguments(commands.add_parser("aiperf", help="aiperf against the gateway"))
@@ -60,11 +62,13 @@ def main(argv: list[str] | None = None) -> int:
         return hotpath.main(args)
     import uvloop
 
-    from bench import aiperf, held, overhead, profile, replicas, serve
+    from bench import aiperf, held, overhead, profile, replicas, scale, serve
 
     if args.command == "replicas":
         return uvloop.run(replicas.run(args))
 
+    if args.command == "scale":
+        return uvloop.run(scale.run(args))
     if args.command == "overhead":
         return uvloop.run(overhead.run(overhead.options_from(args)))
     if args.command == "held":

@@ -56,6 +56,7 @@ class Options:
     quiet_load: float
     gateway_source: Path | None = None
     triton_instances: int = 1
+    gateway_workers: int = 1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -80,6 +81,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--quiet-load", type=float, default=1.0, help="1-minute load average deemed quiet")
     add("--gateway-source", type=Path, help="run the gateway of another checkout (before/after)")
     add("--triton-instances", type=int, default=1, help="fixture instances (stub processes)")
+    add("--gateway-workers", type=int, default=1, help="mmgw serve --workers (on --gateway-cpu)")
 
 
 def options_from(args: argparse.Namespace) -> Options:
@@ -100,6 +102,7 @@ def options_from(args: argparse.Namespace) -> Options:
         quiet_load=args.quiet_load,
         gateway_source=args.gateway_source,
         triton_instances=args.triton_instances,
+        gateway_workers=args.gateway_workers,
     )
 
 
@@ -260,8 +263,9 @@ async def run(opts: Options) -> int:
     try:
         say(f"starting the gateway pinned to CPU {opts.gateway_cpus} ...")
         proxies["gateway"] = start_gateway(
-            triton, opts.out, opts.gateway_cpus, source=opts.gateway_source
-        )
+            triton, opts.out, opts.gateway_cpus, source=opts.gateway_source,
+            workers=opts.gateway_workers,
+        )  # fmt: skip
         if "litellm" in opts.modes:
             say("starting LiteLLM (same CPU) ...")
             proxies["litellm"] = start_litellm(triton.http_url, opts.out, opts.gateway_cpus)

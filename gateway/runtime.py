@@ -11,15 +11,18 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from gateway.config import ServedModel, Settings
 from gateway.errors import GatewayError, ModelNotFound
 from gateway.families.base import Family
 from gateway.families.registry import get_family
+from gateway.families.vocabulary import Vocabulary
 from gateway.media.fetch import MediaFetcher
 from gateway.media.identity import ExtraIdRegistry
 from gateway.media.offload import Offloader, OffloadLimits
 from gateway.observability.metrics import GatewayMetrics
+from gateway.store import ResponseStore, Retention
 from gateway.triton.backend import TritonBackend
 from gateway.triton.client import TritonClient
 from gateway.triton.contract import ModelContract
@@ -40,6 +43,9 @@ class ServedRuntime:
     family: Family
     client: TritonBackend
     contract: ModelContract | None = None
+    # The engine's tokenizer (top_logprobs), from the config or published by the embedded model.
+    tokenizer_path: Path | None = None
+    _vocabulary: Vocabulary | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     # LoRA task ids this Triton model has had the weights of (shared by its served ids).
     lora: LoraLedger = field(default_factory=LoraLedger)
@@ -53,6 +59,16 @@ class ServedRuntime:
                     self.family.bind(frozenset(contract.inputs), contract.name)
                     self.contract = contract
         return self.contract
+
+    async def vocabulary(self) -> Vocabulary | None:
+        """The engine's vocabulary, read once (off the event loop); None when none is known
+        or it cannot be read (logged)."""
+        if self._vocabulary is None and self.tokenizer_path is not None:
+            try:
+                self._vocabulary = await asyncio.to_thread(Vocabulary.load, self.tokenizer_path)
+            except OSError as exc:
+                log.warning("model %s: %s", self.config.id, exc)
+        return self._vocabulary
 
     @property
     def tokens_per_block(self) -> int | None:
@@ -72,9 +88,13 @@ class Runtime:
     embedded: EmbeddedReplicas | None = None
     # The app's metrics; the media plane reports through its hooks (``media_fetched``...).
     metrics: GatewayMetrics = field(default_factory=GatewayMetrics)
+    # Stored responses (/v1/responses); the file is opened on first use.
+    responses: ResponseStore | None = None
     readiness: ReadinessWatch = field(init=False)
 
     def __post_init__(self) -> None:
+        if self.responses is None:
+            self.responses = response_store(self.settings)
         self.metrics.watch_collisions(lambda: self.extra_ids.collisions)
         self.metrics.watch_replicas(
             lambda: [sample for rs in self.replica_sets for sample in rs.samples()]
@@ -118,8 +138,14 @@ class Runtime:
         checks = [self.clients[url].is_ready(models) for url, models in names.items()]
         return all(await asyncio.gather(*checks))
 
+    @property
+    def store(self) -> ResponseStore:
+        assert self.responses is not None  # set in __post_init__
+        return self.responses
+
     async def aclose(self) -> None:
         await self.readiness.stop()
+        await self.store.close()
         await self.fetcher.aclose()
         await self.offload.aclose()
         for client in self.clients.values():
@@ -128,14 +154,44 @@ class Runtime:
             await self.embedded.stop()
 
 
+def response_store(settings: Settings) -> ResponseStore:
+    """The stored responses' SQLite store, as ``[responses]`` configures it (opened lazily)."""
+    config = settings.responses
+    return ResponseStore(config.path, Retention(config.max_responses, config.max_age_days * 86400))
+
+
 def embedded_environment(settings: Settings) -> dict[str, str]:
     """Variables the reference models read inside the co-launched Triton."""
-    env: dict[str, str] = {"MMGW_REFERENCE_DEVICE": settings.embedded.device}
+    env: dict[str, str] = {
+        "MMGW_REFERENCE_DEVICE": settings.embedded.device,
+        "MMGW_REFERENCE_TOKENIZERS": str(settings.embedded.tokenizers_dir),
+    }
     if settings.embedded.cache_dir is not None:
         env["MMGW_REFERENCE_CACHE"] = str(settings.embedded.cache_dir)
     for triton_model, checkpoint in settings.embedded.checkpoints.items():
         env[f"MMGW_{triton_model.upper()}_CHECKPOINT"] = checkpoint
     return env
+
+
+def embedded_triton(settings: Settings, on_restart: Callable[[], None]) -> EmbeddedReplicas:
+    """The co-launched Tritons (``[embedded] replicas`` of them) serving every model that names
+    no ``triton_url`` (not started)."""
+
+    def one() -> EmbeddedTriton:
+        return EmbeddedTriton(
+            settings.embedded.model_repository,
+            env=embedded_environment(settings),
+            models=sorted({m.triton_model for m in settings.models if m.triton_url is None}),
+            ready_timeout_s=settings.embedded.ready_timeout_s,
+            start_attempts=settings.embedded.start_attempts,
+            start_backoff_s=settings.embedded.start_backoff_s,
+            stub_timeout_s=settings.embedded.stub_timeout_s,
+            model_load_threads=settings.embedded.model_load_threads,
+            on_restart=on_restart,
+            python=settings.embedded.python,
+        )
+
+    return EmbeddedReplicas.of(settings.embedded.replicas, one)
 
 
 async def build_runtime(
@@ -149,7 +205,7 @@ async def build_runtime(
     metrics = metrics or GatewayMetrics()
     embedded = None
     if settings.needs_embedded:
-        embedded = _embedded(settings, metrics)
+        embedded = embedded_triton(settings, metrics.triton_restarted)
         await embedded.start()
     clients: dict[str, TritonBackend] = {}
     keepalive_s = settings.upstream.keepalive_s
@@ -166,7 +222,12 @@ async def build_runtime(
             raise ValueError(f"model {served.id!r}: family {family.name!r} takes no LoRA adapters")
         remember = not isinstance(client, ReplicaSet)
         ledger = ledgers.setdefault((url, served.triton_model), LoraLedger(remember=remember))
-        models[served.id] = ServedRuntime(served, family, client, lora=ledger)
+        tokenizer = served.tokenizer
+        if tokenizer is None and served.triton_url is None:
+            tokenizer = settings.embedded.tokenizers_dir / served.triton_model
+        models[served.id] = ServedRuntime(
+            served, family, client, tokenizer_path=tokenizer, lora=ledger
+        )
     for served_runtime in models.values():
         try:
             await served_runtime.get_contract()
@@ -186,26 +247,6 @@ async def build_runtime(
         embedded=embedded,
         metrics=metrics,
     )
-
-
-def _embedded(settings: Settings, metrics: GatewayMetrics) -> EmbeddedReplicas:
-    """``[embedded] replicas`` co-launched servers of the models that name no Triton."""
-
-    def one() -> EmbeddedTriton:
-        return EmbeddedTriton(
-            settings.embedded.model_repository,
-            env=embedded_environment(settings),
-            models=sorted({m.triton_model for m in settings.models if m.triton_url is None}),
-            ready_timeout_s=settings.embedded.ready_timeout_s,
-            start_attempts=settings.embedded.start_attempts,
-            start_backoff_s=settings.embedded.start_backoff_s,
-            stub_timeout_s=settings.embedded.stub_timeout_s,
-            model_load_threads=settings.embedded.model_load_threads,
-            on_restart=metrics.triton_restarted,
-            python=settings.embedded.python,
-        )
-
-    return EmbeddedReplicas.of(settings.embedded.replicas, one)
 
 
 async def _backend(

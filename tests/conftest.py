@@ -26,7 +26,11 @@ async def embedded_triton(reference_cache: Path) -> AsyncIterator[EmbeddedTriton
     """The real tritonserver from the nvidia-pytriton wheel serving the reference models."""
     server = EmbeddedTriton(
         REFERENCE_REPOSITORY,
-        env={"MMGW_REFERENCE_CACHE": str(reference_cache), "MMGW_REFERENCE_DEVICE": "cpu"},
+        env={
+            "MMGW_REFERENCE_CACHE": str(reference_cache),
+            "MMGW_REFERENCE_DEVICE": "cpu",
+            "MMGW_REFERENCE_TOKENIZERS": str(reference_cache / "tokenizers"),
+        },
     )
     await server.start()
     try:

@@ -78,6 +78,11 @@ class ServedModel(Strict):
         "deployment's tokenizer EOS applies; or an explicit id (never -1).",
     )
     pad_id: int | None = None
+    tokenizer: Path | None = Field(
+        None,
+        description="The engine's Hugging Face tokenizer (tokenizer.json, or the folder holding "
+        "it): names the alternatives of top_logprobs. Embedded reference models publish theirs.",
+    )
     owned_by: str = "multimodal-gateway"
     lora: list[LoraAdapter] = Field(
         default_factory=list,

@@ -30,6 +30,7 @@ from gateway.config.limits import (
     move_legacy_limits,
 )
 from gateway.config.models import ServedModel, default_models
+from gateway.config.responses import ResponsesSettings
 from gateway.triton.embedded import (
     DEFAULT_READY_TIMEOUT_S,
     DEFAULT_START_ATTEMPTS,
@@ -55,6 +56,20 @@ class ServerSettings(Strict):
 
     host: str = DEFAULT_HOST
     port: int = Field(DEFAULT_PORT, ge=0, le=65535)
+    workers: int | Literal["auto"] = Field(
+        1,
+        description="Gateway processes sharing the listening socket ('auto': one per core "
+        "but one); the embedded Triton is launched once, by the supervisor. Caps, caches and "
+        "the in-flight limit are per worker.",
+    )
+
+    @field_validator("workers")
+    @classmethod
+    def _some_workers(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and not 1 <= value <= 256:
+            raise ValueError("workers must be between 1 and 256, or 'auto'")
+        return value
+
     max_body_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     max_in_flight: int = Field(512, ge=1)
     drain_timeout_s: float = Field(30.0, ge=0)
@@ -69,6 +84,10 @@ class ServerSettings(Strict):
     # bytes: 64 MiB in 60 s needs 9 Mbit/s; a stall of 15 s outlasts TCP's retransmissions.
     body_timeout_s: float = Field(60.0, gt=0)
     body_idle_timeout_s: float = Field(15.0, gt=0)
+
+
+# The reference models' own default (server_repo/reference_kit/weights.py DEFAULT_CACHE_DIR).
+DEFAULT_REFERENCE_CACHE = Path("~/.cache/mmgw/reference")
 
 
 class EmbeddedSettings(Strict):
@@ -109,6 +128,12 @@ class EmbeddedSettings(Strict):
         "the tiny generated weights.",
     )
 
+    @property
+    def tokenizers_dir(self) -> Path:
+        """Where the reference models publish their tokenizers (``<triton model>/tokenizer.json``)
+        for the gateway to read: beside their generated weights."""
+        return (self.cache_dir or DEFAULT_REFERENCE_CACHE).expanduser() / "tokenizers"
+
 
 class ObservabilitySettings(Strict):
     """Logs and metrics. Bodies hold prompts and images, so they are never logged by default."""
@@ -140,6 +165,7 @@ class Settings(BaseSettings):
     # sections above; always empty once loaded.
     limits: dict[str, Any] | None = Field(None, exclude=True, deprecated=True)
     observability: ObservabilitySettings = Field(default_factory=ObservabilitySettings)
+    responses: ResponsesSettings = Field(default_factory=ResponsesSettings)
     models: list[ServedModel] = Field(default_factory=default_models)
     api_keys: tuple[str, ...] = ()
     unsafe_allow_private_media_urls_for_tests: bool = Field(
@@ -188,6 +214,25 @@ class Settings(BaseSettings):
     @property
     def needs_embedded(self) -> bool:
         return self.embedded.enabled and any(m.triton_url is None for m in self.models)
+
+    def with_embedded_at(self, url: str) -> Settings:
+        """These settings for a worker process of a supervisor that launched the embedded
+        Triton at ``url``: every model it serves points there (with the tokenizer the
+        reference model publishes), and the worker launches nothing."""
+        models = [
+            model
+            if model.triton_url is not None
+            else model.model_copy(
+                update={
+                    "triton_url": url,
+                    "tokenizer": model.tokenizer
+                    or self.embedded.tokenizers_dir / model.triton_model,
+                }
+            )
+            for model in self.models
+        ]
+        embedded = self.embedded.model_copy(update={"enabled": False})
+        return self.model_copy(update={"models": models, "embedded": embedded})
 
     @classmethod
     def settings_customise_sources(

@@ -136,11 +136,34 @@ class Outcome:
 
 
 @dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token as OpenAI's ``logprobs`` report it: its text, its log probability,
+    and the most likely alternatives at its position (most likely first), when asked."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A text piece with the tokens it holds, for a request that asked for log probabilities.
+
+    The tokens' texts joined are the piece, except where a stop string cut a token short."""
+
+    text: str
+    tokens: tuple[TokenLogprob, ...]
+
+    def __bool__(self) -> bool:
+        return bool(self.text or self.tokens)
+
+
+@dataclass(frozen=True)
 class Choice:
     """One item of choice ``index``: a text piece, or the choice's ``Outcome``."""
 
     index: int
-    item: str | Outcome
+    item: str | Scored | Outcome
 
     def __bool__(self) -> bool:
         return True

@@ -11,6 +11,7 @@ media metrics are labelled by kind (image, video, audio) only.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
@@ -21,9 +22,13 @@ from prometheus_client import (
     Gauge,
     Histogram,
     generate_latest,
+    multiprocess,
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+# Set for worker processes by the supervisor; prometheus_client reads it when it is imported.
+MULTIPROC_DIR = "PROMETHEUS_MULTIPROC_DIR"
 
 # Seconds. Time to first token spans a cached text prompt (ms) to a cold multi-image prefill.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -148,7 +153,10 @@ class GatewayMetrics:
             "mmgw_tokens", "Tokens by model and type (prompt, completion).", ["model", "type"],
             registry=r,
         )  # fmt: skip
-        self.in_flight = Gauge("mmgw_in_flight_requests", "API requests being served.", registry=r)
+        self.in_flight = Gauge(
+            "mmgw_in_flight_requests", "API requests being served.", registry=r,
+            multiprocess_mode="livesum",  # several workers: the sum over the live ones
+        )  # fmt: skip
         self.kv_reuse_ids = Counter(
             "mmgw_kv_reuse_ids_sent",
             "Requests sent to Triton with a prompt_table_extra_id (content identity).",
@@ -238,5 +246,15 @@ class GatewayMetrics:
         self._replicas.source = read
 
     def render(self) -> tuple[bytes, str]:
-        """The text exposition format and its content type."""
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        """The text exposition format and its content type. Under a supervisor
+        (``PROMETHEUS_MULTIPROC_DIR`` set: ``mmgw serve --workers N``) the metric families
+        are every worker's added up, read from their shared files; the collisions count
+        and the ``mmgw_replica_*`` counters read at scrape time are this worker's."""
+        directory = os.environ.get(MULTIPROC_DIR)
+        if not directory:
+            return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        combined = CollectorRegistry()
+        multiprocess.MultiProcessCollector(combined, path=directory)
+        combined.register(self._collisions)
+        combined.register(self._replicas)
+        return generate_latest(combined), CONTENT_TYPE_LATEST

@@ -15,12 +15,18 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from gateway.errors import UpstreamTimeout
-from gateway.families.calls import GenerationRequest, NamedCall, OutputReader, Plan
+from gateway.families.calls import (
+    GenerationRequest,
+    NamedCall,
+    OutputReader,
+    Plan,
+    TokenLogprob,
+)
 from gateway.observability.record import RequestRecord
 from gateway.pipeline._watchdog import SilenceWatch, as_timeout
 from gateway.streaming.text import CumulativeToDelta, StrippedDeltas
 from gateway.triton.backend import Route
-from gateway.triton.responses import output_arrays, text_response
+from gateway.triton.responses import output_arrays, text_response, token_scores
 from gateway.triton.tensors import named_inputs
 
 if TYPE_CHECKING:
@@ -47,6 +53,7 @@ class Run:
         self.tokens = 0
         self.counters: dict[str, int] = {}
         self.outputs: list[Any] = []
+        self.scored: list[TokenLogprob] = []  # tokens with log probs not yet taken (asked for)
         self.capped = False
         self._streams: list[AsyncIterator[Any]] = []
         self._tasks: list[asyncio.Task[None]] = []
@@ -86,17 +93,20 @@ class Run:
             served.config.triton_model, self.prepared.inputs, self.request_id, route=route
         )
         self._streams.append(stream)
-        counters, record = self.counters, self.record
+        counters, record, asked = self.counters, self.record, self.prepared.logprobs
         try:
             async for raw in stream:
                 if lora is not None and lora.weights is not None:
                     served.lora.delivered_ok(lora.task_id)  # the server has the adapter now
                 response = text_response(raw)
                 counters.update(response.counters)
-                if response.has_output and not response.final:
+                text = to_delta(response.text) if to_delta else response.text
+                token = response.has_output and not response.final
+                if token:
                     self.tokens += 1
                     record.on_token()
-                text = to_delta(response.text) if to_delta else response.text
+                if asked is not None and (token or (response.has_output and text)):
+                    self.scored.append(asked.token(text, *token_scores(raw)))
                 if text:
                     yield text
         except asyncio.CancelledError:

@@ -15,6 +15,7 @@ from gateway.errors import InvalidRequest
 from gateway.pipeline._watchdog import Timeouts
 from gateway.pipeline.conversation import parse_messages
 from gateway.pipeline.generation import check_prompt_size, draft, refuse
+from gateway.pipeline.logprobs import logprobs_asked
 from gateway.pipeline.lora import lora_choice
 from gateway.pipeline.media import prepare_media
 from gateway.pipeline.relay import Prepared, family_plan, prepared
@@ -27,8 +28,6 @@ def refuse_unsupported(request: ChatCompletionRequest) -> None:
     refusals = {
         "tools": ("tool calling is not supported by this gateway", bool(request.tools)),
         "functions": ("function calling is not supported", bool(request.functions)),
-        "logprobs": ("logprobs are not supported", bool(request.logprobs)),
-        "top_logprobs": ("logprobs are not supported", bool(request.top_logprobs)),
         "logit_bias": ("logit_bias is not supported", bool(request.logit_bias)),
         "modalities": (
             "only text output is supported",
@@ -37,6 +36,8 @@ def refuse_unsupported(request: ChatCompletionRequest) -> None:
         "audio": ("spoken output is not supported", request.audio is not None),
     }
     refuse(request, refusals)
+    if request.top_logprobs is not None and not request.logprobs:
+        raise InvalidRequest("top_logprobs needs logprobs set to true", param="top_logprobs")
     if request.response_format and request.response_format.type != "text":
         raise InvalidRequest(
             "only response_format type 'text' is supported",
@@ -57,6 +58,8 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> list
     text_input = family.render(parsed.conversation)
     check_prompt_size(text_input, served, runtime.settings.generation.max_prompt_chars)
     contract = await served.get_contract()
+    top = (request.top_logprobs or 0) if request.logprobs else None
+    logprobs = await logprobs_asked(served, contract, top, "logprobs")
     media_started = time.perf_counter()
     media = await prepare_media(parsed.media, served, runtime, request.media_io_kwargs)
     if media:
@@ -76,5 +79,7 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> list
             lora, choice,
         )  # fmt: skip
         plan = await family_plan(served, generation, audio)
-        choices.append(prepared(served, contract, plan, stops, len(parsed.media), lora, timeouts))
+        choices.append(
+            prepared(served, contract, plan, stops, len(parsed.media), lora, timeouts, logprobs)
+        )
     return choices

@@ -13,11 +13,11 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
 
-from gateway.families.calls import Choice, FinishReason, Outcome
+from gateway.families.calls import Choice, FinishReason, Outcome, Scored
 from gateway.observability.record import RequestRecord
 from gateway.protocol.common import UsageCounts
 
-Events = AsyncIterator[str | Outcome]
+Events = AsyncIterator[str | Scored | Outcome]
 
 
 def summed(outcomes: Sequence[Outcome]) -> Outcome:
@@ -39,7 +39,9 @@ async def merged(
     relays: Sequence[Events], record: RequestRecord | None = None
 ) -> AsyncIterator[Choice | Outcome]:
     """The relays' items as they come, as ``Choice``s; then their summed ``Outcome``."""
-    queue: asyncio.Queue[tuple[int, str | Outcome | BaseException | None]] = asyncio.Queue()
+    queue: asyncio.Queue[tuple[int, str | Scored | Outcome | BaseException | None]] = (
+        asyncio.Queue()
+    )
 
     async def pump(index: int, relay: Events) -> None:
         try:

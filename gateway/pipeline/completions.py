@@ -12,6 +12,7 @@ from gateway.errors import InvalidRequest
 from gateway.families.base import Conversation, Turn
 from gateway.pipeline._watchdog import Timeouts
 from gateway.pipeline.generation import check_prompt_size, draft, refuse
+from gateway.pipeline.logprobs import logprobs_asked
 from gateway.pipeline.relay import Prepared, family_plan, prepared
 from gateway.protocol.completions import CompletionRequest
 from gateway.runtime import Runtime, ServedRuntime
@@ -33,7 +34,11 @@ def refuse_unsupported(request: CompletionRequest) -> list[str]:
             "best_of other than n is not supported (no server-side ranking)",
             request.best_of not in (None, request.n),
         ),
-        "logprobs": ("logprobs are not supported yet", request.logprobs is not None),
+        "echo": (
+            "echo with logprobs needs the prompt's log probabilities (context logits), which "
+            "this gateway does not read",
+            request.echo and request.logprobs is not None,
+        ),
         "logit_bias": ("logit_bias is not supported", bool(request.logit_bias)),
     }
     refuse(request, refusals)
@@ -62,6 +67,7 @@ async def prepare_completion(request: CompletionRequest, runtime: Runtime) -> li
         _check_prompt(prompt, served, runtime)
     contract = await served.get_contract()
     stops = tuple(dict.fromkeys([*request.stop_list, *served.family.stop_strings]))
+    logprobs = await logprobs_asked(served, contract, request.logprobs, "logprobs", True)
     timeouts = Timeouts.of(runtime.settings.upstream)
     requested = (request.max_tokens, "max_tokens")
     choices = []
@@ -72,5 +78,7 @@ async def prepare_completion(request: CompletionRequest, runtime: Runtime) -> li
                 choice=choice,
             )  # fmt: skip
             plan = await family_plan(served, generation)
-            choices.append(prepared(served, contract, plan, stops, timeouts=timeouts))
+            choices.append(
+                prepared(served, contract, plan, stops, timeouts=timeouts, logprobs=logprobs)
+            )
     return choices

@@ -12,17 +12,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from gateway.errors import GatewayError
+from gateway.errors import GatewayError, InvalidRequest
 from gateway.families.base import SpeechOptions
-from gateway.families.calls import FinishReason, GenerationRequest, Outcome, Plan
+from gateway.families.calls import FinishReason, GenerationRequest, Outcome, Plan, Scored
 from gateway.observability.record import RequestRecord
 from gateway.pipeline import _calls
 from gateway.pipeline._watchdog import SilenceWatch, Timeouts
+from gateway.pipeline.logprobs import LogprobsAsked, ScoredText
 from gateway.pipeline.lora import LoraChoice
 from gateway.protocol.common import UsageCounts
 from gateway.runtime import ServedRuntime
@@ -45,6 +46,7 @@ class Prepared:
     # The tensors of a text-contract plan, built while the request could still get a 400.
     inputs: Sequence[Any] = field(default_factory=tuple)
     timeouts: Timeouts | None = None  # None: wait on Triton for as long as it takes
+    logprobs: LogprobsAsked | None = None  # asked for: the relay yields ``Scored`` pieces
     # Where a set of Triton replicas sends the call (triton/replicas/keys.py); None: anywhere.
     route_key: int | None = None
 
@@ -57,15 +59,28 @@ def prepared(
     media_items: int = 0,
     lora: LoraChoice | None = None,
     timeouts: Timeouts | None = None,
+    logprobs: LogprobsAsked | None = None,
 ) -> Prepared:
     """The last step before the first byte: the text call's tensors, built while a problem
     with them (an image tensor the deployment cannot take) can still be a 400."""
     first = plan.calls[0]
+    if logprobs is not None:
+        if not isinstance(first, GenerationRequest):
+            raise InvalidRequest(
+                f"model '{served.config.id}' does not report log probabilities",
+                param="logprobs",
+                code="unsupported_parameter",
+            )
+        flags = (*first.extra_flags, *logprobs.flags)
+        plan = replace(plan, calls=(replace(first, extra_flags=flags), *plan.calls[1:]))
+        first = plan.calls[0]
     inputs: Sequence[Any] = ()
     key = None
     if isinstance(first, GenerationRequest):
         inputs, key = build_inputs(first, contract), routing_key(first, served.tokens_per_block)
-    return Prepared(served, contract, plan, stops, media_items, lora, inputs, timeouts, key)
+    return Prepared(
+        served, contract, plan, stops, media_items, lora, inputs, timeouts, logprobs, key
+    )
 
 
 async def family_plan(
@@ -82,8 +97,9 @@ async def family_plan(
 
 async def relay(
     prepared: Prepared, request_id: str, record: RequestRecord | None = None
-) -> AsyncIterator[str | Outcome]:
-    """Text deltas as Triton produces them, then one ``Outcome``."""
+) -> AsyncIterator[str | Scored | Outcome]:
+    """Text deltas as Triton produces them (``Scored`` ones, with their tokens, when log
+    probabilities were asked for), then one ``Outcome``."""
     record = record or RequestRecord(request_id, "", "")
     stop = StopMatcher(prepared.stops)
     watch = None
@@ -94,17 +110,24 @@ async def relay(
     finished = False
     if watch is not None:
         watch.start()
+    scored = ScoredText() if prepared.logprobs is not None else None
     try:
         async for piece in pieces:
             emitted = stop.feed(piece)
-            if emitted:
+            if scored is not None:
+                if item := _scored(scored, run, emitted):
+                    yield item
+            elif emitted:
                 yield emitted
             if stop.stopped or run.capped:
                 break
         await pieces.aclose()
         await run.aclose()
         tail = stop.flush()
-        if tail:
+        if scored is not None:
+            if item := _scored(scored, run, tail, last=True):
+                yield item
+        elif tail:
             yield tail
         outcome = _outcome(prepared, run, stop.stopped)
         record.set_usage(outcome.usage, outcome.finish_reason)
@@ -122,6 +145,14 @@ async def relay(
             watch.stop()
         await pieces.aclose()
         await run.aclose()  # a no-op once closed; cancels the Triton requests otherwise
+
+
+def _scored(scored: ScoredText, run: _calls.Run, text: str, last: bool = False) -> Scored:
+    """``text`` with the tokens it lets out (those the run has read are handed over first)."""
+    for token in run.scored:
+        scored.add(token)
+    run.scored.clear()
+    return scored.end(text) if last else scored.emit(text)
 
 
 def _outcome(prepared: Prepared, run: _calls.Run, stopped: bool) -> Outcome:

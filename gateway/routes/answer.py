@@ -18,7 +18,7 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from gateway.errors import UpstreamFailed
-from gateway.families.calls import Choice, Outcome
+from gateway.families.calls import Choice, Outcome, Scored, TokenLogprob
 from gateway.observability.record import RequestRecord
 from gateway.pipeline.choices import merged
 from gateway.pipeline.relay import Prepared, relay
@@ -29,7 +29,7 @@ from gateway.streaming.sse import EventFormat, first_item, stream_events
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 CLIENT_CLOSED_REQUEST = 499  # nginx's status for a client that left; nobody reads it
 
-Events = AsyncIterator[str | Outcome] | AsyncIterator[Choice | Outcome]
+Events = AsyncIterator[str | Scored | Outcome] | AsyncIterator[Choice | Outcome]
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,7 @@ class Answer:
     texts: list[str]
     outcomes: list[Outcome]
     total: Outcome
+    tokens: list[list[TokenLogprob]]  # each choice's tokens with log probs (when asked for)
 
 
 def relays(prepared: list[Prepared], request_id: str, record: RequestRecord) -> Events:
@@ -87,6 +88,7 @@ async def _whole(begin: Callable[[], Awaitable[Events]]) -> Answer:
 async def collect(events: Events) -> Answer:
     """The whole answer of a non-streamed request (the relay is closed on every path)."""
     texts: dict[int, list[str]] = {}
+    tokens: dict[int, list[TokenLogprob]] = {}
     outcomes: dict[int, Outcome] = {}
     try:
         async for item in events:
@@ -95,14 +97,16 @@ async def collect(events: Events) -> Answer:
                     outcomes[0] = item
                 count = len(outcomes)
                 joined = ["".join(texts.get(i, [])) for i in range(count)]
-                return Answer(joined, [outcomes[i] for i in range(count)], item)
-            if isinstance(item, Choice):
-                if isinstance(item.item, Outcome):
-                    outcomes[item.index] = item.item
-                else:
-                    texts.setdefault(item.index, []).append(item.item)
+                scored = [tokens.get(i, []) for i in range(count)]
+                return Answer(joined, [outcomes[i] for i in range(count)], item, scored)
+            index, piece = (item.index, item.item) if isinstance(item, Choice) else (0, item)
+            if isinstance(piece, Outcome):
+                outcomes[index] = piece
+            elif isinstance(piece, Scored):
+                texts.setdefault(index, []).append(piece.text)
+                tokens.setdefault(index, []).extend(piece.tokens)
             else:
-                texts.setdefault(0, []).append(item)
+                texts.setdefault(index, []).append(piece)
     finally:
         await events.aclose()  # type: ignore[union-attr]
     raise UpstreamFailed("the generation ended without an outcome")

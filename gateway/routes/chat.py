@@ -37,6 +37,9 @@ async def chat_completions(request: Request) -> Response:
     def json_body(whole: Answer) -> Response:
         reasons = [o.finish_reason for o in whole.outcomes]
         usage = whole.total.usage
-        return JSONResponse(completion_body(completion_id, body.model, whole.texts, reasons, usage))
+        tokens = whole.tokens if body.logprobs else None
+        return JSONResponse(
+            completion_body(completion_id, body.model, whole.texts, reasons, usage, tokens)
+        )
 
     return await answer(request, begin, writer if body.stream else None, json_body)

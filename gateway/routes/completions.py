@@ -44,8 +44,11 @@ async def completions(request: Request) -> Response:
             else whole.texts
         )
         reasons = [o.finish_reason for o in whole.outcomes]
+        tokens = whole.tokens if body.logprobs is not None else None
+        offsets = [len(echo) for echo in echoed]
+        usage = whole.total.usage
         return JSONResponse(
-            completion_body(completion_id, body.model, texts, reasons, whole.total.usage)
+            completion_body(completion_id, body.model, texts, reasons, usage, tokens, offsets)
         )
 
     return await answer(request, begin, writer if body.stream else None, json_body)

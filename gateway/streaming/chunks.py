@@ -12,8 +12,9 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from gateway.families.calls import Choice, Outcome
+from gateway.families.calls import Choice, Outcome, Scored, TokenLogprob
 from gateway.protocol.common import UsageCounts
+from gateway.streaming.logprobs import chat_logprobs
 
 DONE_FRAME = b"data: [DONE]\n\n"
 
@@ -80,14 +81,18 @@ class ChunkWriter:
         choice = {"index": index, "delta": delta, "logprobs": None, "finish_reason": None}
         return self._chunk([choice])
 
-    def content(self, item: str | Choice) -> bytes:
+    def content(self, item: str | Scored | Choice) -> bytes:
         if isinstance(item, str):  # one choice: the per-token fast path
             return self._content_prefix + json.dumps(item).encode() + self._content_suffix
-        if isinstance(item.item, Outcome):
-            return self.finish_chunk(item.item.finish_reason, item.index)
-        delta = {"content": item.item}
+        index, piece = (0, item) if isinstance(item, Scored) else (item.index, item.item)
+        if isinstance(piece, Outcome):
+            return self.finish_chunk(piece.finish_reason, index)
+        if isinstance(piece, Scored):
+            delta, logprobs = {"content": piece.text}, chat_logprobs(piece.tokens)
+        else:
+            delta, logprobs = {"content": piece}, None
         return self._chunk(
-            [{"index": item.index, "delta": delta, "logprobs": None, "finish_reason": None}]
+            [{"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": None}]
         )
 
     def finish(self, outcome: Outcome) -> bytes:
@@ -127,13 +132,15 @@ def completion_body(
     texts: Sequence[str],
     finish_reasons: Sequence[str],
     usage: UsageCounts,
+    logprobs: Sequence[Sequence[TokenLogprob]] | None = None,
 ) -> dict[str, Any]:
-    """The non-streamed ``chat.completion`` object, one choice per text."""
+    """The non-streamed ``chat.completion`` object, one choice per text (``logprobs``: each
+    choice's tokens, when they were asked for)."""
     choices = [
         {
             "index": index,
             "message": {"role": "assistant", "content": text, "refusal": None},
-            "logprobs": None,
+            "logprobs": chat_logprobs(logprobs[index]) if logprobs is not None else None,
             "finish_reason": reason,
         }
         for index, (text, reason) in enumerate(zip(texts, finish_reasons, strict=True))

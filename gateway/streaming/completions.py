@@ -13,9 +13,10 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from gateway.families.calls import Choice, Outcome
+from gateway.families.calls import Choice, Outcome, Scored, TokenLogprob
 from gateway.protocol.common import UsageCounts
 from gateway.streaming.chunks import DONE_FRAME, response_object, sse_frame
+from gateway.streaming.logprobs import CompletionLogprobs
 
 
 def new_completion_id() -> str:
@@ -43,13 +44,15 @@ class CompletionWriter:
         self.include_usage = include_usage
         self.echoed = list(echoed)  # per choice, the prompt to put first (echo), else empty
         self.choices = max(1, len(self.echoed))
+        # Per choice, where its next token starts in its text (after the echoed prompt).
+        self._logprobs = [CompletionLogprobs(len(text)) for text in self.echoed or [""]]
         head = json.dumps(self.head, separators=(",", ":"))[:-1]
         self._prefix = ("data: " + head + ',"choices":[{"index":0,"text":').encode()
         usage = b',"usage":null' if include_usage else b""
         self._suffix = b',"logprobs":null,"finish_reason":null}]' + usage + b"}\n\n"
 
-    def _chunk(self, index: int, text: str, finish: str | None) -> bytes:
-        choice = {"index": index, "text": text, "logprobs": None, "finish_reason": finish}
+    def _chunk(self, index: int, text: str, finish: str | None, logprobs: Any = None) -> bytes:
+        choice = {"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish}
         chunk: dict[str, Any] = {**self.head, "choices": [choice]}
         if self.include_usage:
             chunk["usage"] = None
@@ -59,12 +62,15 @@ class CompletionWriter:
     def start(self) -> bytes:
         return b"".join(self._chunk(i, text, None) for i, text in enumerate(self.echoed) if text)
 
-    def content(self, item: str | Choice) -> bytes:
+    def content(self, item: str | Scored | Choice) -> bytes:
         if isinstance(item, str):  # one choice: the per-token fast path
             return self._prefix + json.dumps(item).encode() + self._suffix
-        if isinstance(item.item, Outcome):
-            return self._chunk(item.index, "", item.item.finish_reason)
-        return self._chunk(item.index, item.item, None)
+        index, piece = (0, item) if isinstance(item, Scored) else (item.index, item.item)
+        if isinstance(piece, Outcome):
+            return self._chunk(index, "", piece.finish_reason)
+        if isinstance(piece, Scored):
+            return self._chunk(index, piece.text, None, self._logprobs[index](piece.tokens))
+        return self._chunk(index, piece, None)
 
     def finish(self, outcome: Outcome) -> bytes:
         frames = self._chunk(0, "", outcome.finish_reason) if self.choices == 1 else b""
@@ -79,10 +85,22 @@ def completion_body(
     texts: Sequence[str],
     finish_reasons: Sequence[str],
     usage: UsageCounts,
+    logprobs: Sequence[Sequence[TokenLogprob]] | None = None,
+    offsets: Sequence[int] = (),
 ) -> dict[str, Any]:
-    """The non-streamed ``text_completion`` object, one choice per text."""
+    """The non-streamed ``text_completion`` object, one choice per text (``logprobs``: each
+    choice's tokens, when asked for; ``offsets``: where each choice's generated text starts)."""
     choices: list[dict[str, Any]] = [
-        {"index": index, "text": text, "logprobs": None, "finish_reason": reason}
+        {
+            "index": index,
+            "text": text,
+            "logprobs": (
+                CompletionLogprobs(offsets[index] if offsets else 0)(logprobs[index])
+                if logprobs is not None
+                else None
+            ),
+            "finish_reason": reason,
+        }
         for index, (text, reason) in enumerate(zip(texts, finish_reasons, strict=True))
     ]
     return response_object("text_completion", completion_id, model, choices, usage)

@@ -100,3 +100,20 @@ def output_arrays(
     result = grpcclient.InferResult(raw)
     arrays = {name: result.as_numpy(name) for name in names}
     return {name: array for name, array in arrays.items() if array is not None}
+
+
+def token_scores(raw: service_pb2.ModelInferResponse) -> tuple[float | None, np.ndarray | None]:
+    """A streamed response's newest token: its log probability and its raw logits row.
+
+    TensorRT-LLM's streamed ``output_log_probs`` ([1, beams, n]) holds every token so far, so
+    the newest is the last; ``generation_logits`` ([1, n_new, beams, vocab]) holds only this
+    response's token (docs/triton-contract.md section 8). Either is None when absent.
+    """
+    result = grpcclient.InferResult(raw)
+    log_probs = result.as_numpy("output_log_probs")
+    logits = result.as_numpy("generation_logits")
+    log_prob = (
+        float(log_probs.reshape(-1)[-1]) if log_probs is not None and log_probs.size else None
+    )
+    row = logits.reshape(-1, logits.shape[-1])[-1] if logits is not None and logits.size else None
+    return log_prob, row

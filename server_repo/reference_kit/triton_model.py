@@ -36,6 +36,7 @@ from server_repo.reference_kit.pb_tensors import (
 )
 from server_repo.reference_kit.prefix_cache import DEFAULT_MAX_CACHED_TOKENS
 from server_repo.reference_kit.request import GenerationRequest, InvalidRequest, Step
+from server_repo.reference_kit.weights import publish_tokenizer
 
 METRIC_BATCH = 8  # tokens per metric update: a cheap, still fine-grained progress signal
 
@@ -69,6 +70,7 @@ class ReferenceTritonModel:
             max_cached_tokens=int(params.get("max_cached_tokens") or DEFAULT_MAX_CACHED_TOKENS),
             normalize_log_probs=_normalize_log_probs(params.get("normalize_log_probs")),
         )
+        publish_tokenizer(self.engine.assets.tokenizer, config["name"])
         self._stopping = False
         # A Triton custom metric, so tests can watch generation stop when a client leaves.
         self.token_family = pb_utils.MetricFamily(

@@ -139,3 +139,27 @@ def load_assets(
     tokenizer = AutoTokenizer.from_pretrained(directory)
     processor = arch.load_processor(directory)
     return ModelAssets(directory, model, tokenizer, processor, target, tiny=real is None)
+
+
+def publish_tokenizer(tokenizer: PreTrainedTokenizerBase, name: str) -> Path | None:
+    """Write the served model's ``tokenizer.json`` to ``$MMGW_REFERENCE_TOKENIZERS/<name>/``.
+
+    A TensorRT-LLM deployment returns logits by token id and no ids at all; the gateway names
+    the top alternatives with the engine's tokenizer. The embedded gateway sets the variable and
+    reads the file from there. Written to a temporary name and renamed, so a reader never sees
+    half a file. None when the variable is unset or the tokenizer is not a fast one."""
+    root = os.environ.get("MMGW_REFERENCE_TOKENIZERS")
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if not root or backend is None:
+        return None
+    folder = Path(root).expanduser() / name
+    folder.mkdir(parents=True, exist_ok=True)
+    handle, staging = tempfile.mkstemp(prefix=".tokenizer-", suffix=".json", dir=folder)
+    os.close(handle)
+    try:
+        backend.save(staging)
+        os.replace(staging, folder / "tokenizer.json")
+    finally:
+        if os.path.exists(staging):
+            os.unlink(staging)
+    return folder / "tokenizer.json"

@@ -57,6 +57,9 @@ def served_model(request: RepoRequest, engines: Engines) -> dict[str, Scalar | N
         "streaming": "delta",
         "end_id": spec.end_id,
         "pad_id": spec.pad_id,
+        # Names the top_logprobs alternatives (the path as the gateway sees it: compose mounts
+        # the models folder at the same path in both containers).
+        "tokenizer": request.server_path(request.tokenizer_dir) if request.tokenizer_dir else None,
     }
 
 

@@ -46,11 +46,18 @@ def _tensorrt_llm(request: RepoRequest, engines: Engines, batch: int) -> Values:
         "enable_kv_cache_reuse": flag(request.kv_cache_reuse),
         "enable_chunked_context": "False",
         "exclude_input_in_output": "True",
+        # OpenAI's logprobs are the model's own: TensorRT-LLM's default (true) renormalises
+        # over the top-k, so every greedy token would report 0 (docs/triton-contract.md s. 8).
+        "normalize_log_probs": "False",
     }
     if request.cross_fraction is not None:
         values["cross_kv_cache_fraction"] = str(request.cross_fraction)
     if engines.encoder is not None:
         values["encoder_engine_dir"] = request.server_path(engines.encoder.path)
+    if request.guided_decoding and request.tokenizer_dir is not None:
+        values["guided_decoding_backend"] = "xgrammar"
+        values["xgrammar_tokenizer_info_path"] = request.server_path(request.tokenizer_info_path)
+        values["tokenizer_dir"] = request.server_path(request.tokenizer_dir)  # Python backend
     return values
 
 

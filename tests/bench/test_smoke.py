@@ -55,6 +55,22 @@ def test_overhead_command_runs_end_to_end(tmp_path: Path) -> None:
     assert (tmp_path / "overhead.png").stat().st_size > 10_000
 
 
+def test_scale_command_measures_each_worker_count(tmp_path: Path) -> None:
+    command = [
+        sys.executable, "-m", "bench", "scale", "--gateway-workers", "1,2", "--concurrency", "2",
+        "--tokens", "8", "--duration", "0.5", "--max-requests", "4", "--workers", "1",
+        "--triton-instances", "1", "--out", str(tmp_path),
+    ]  # fmt: skip
+    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = json.loads((tmp_path / "results.json").read_text())
+    measured = [(r["gateway_workers"], r["mode"]) for r in rows]
+    assert measured == [(0, "grpc"), (1, "gateway"), (0, "triton_http"), (2, "gateway")]
+    assert all(r["errors"] == 0 and r["tokens"] > 0 for r in rows)
+    assert "/ generate_stream" in (tmp_path / "report.md").read_text()
+    assert (tmp_path / "scale.png").stat().st_size > 5_000
+
+
 def test_replicas_workload_repeats_every_image_in_one_shuffled_order() -> None:
     from collections import Counter
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import io
+import tempfile
 import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -95,6 +97,7 @@ REFERENCE_FAMILIES = (
 
 
 def e2e_settings(triton: EmbeddedTriton) -> Settings:
+    published = Path(triton.env["MMGW_REFERENCE_TOKENIZERS"])  # where the models wrote theirs
     models = [
         ServedModel(
             id="reference-llava",
@@ -102,6 +105,7 @@ def e2e_settings(triton: EmbeddedTriton) -> Settings:
             triton_model="reference_llava",
             triton_url=triton.grpc_url,
             end_id="server",
+            tokenizer=published / "reference_llava",
         ),
         ServedModel(
             id="reference-llava-onevision",
@@ -125,6 +129,8 @@ def e2e_settings(triton: EmbeddedTriton) -> Settings:
         models=models,
         embedded=EmbeddedSettings(enabled=False),
         unsafe_allow_private_media_urls_for_tests=True,
+        # Stored responses (/v1/responses) in this run's own file, not the user's data folder.
+        responses={"store_path": Path(tempfile.mkdtemp(prefix="mmgw-e2e-")) / "r.sqlite3"},
     )
 
 

@@ -83,6 +83,10 @@ class Script:
     transcript: str = " The quick brown fox."
     language: str = "en"
     segment_end_s: float = 1.0
+    # With return_log_probs: token i's log probability; with return_generation_logits: the
+    # logits row token i was chosen from (one value per vocabulary id).
+    log_probs: Sequence[float] = (-0.5, -1.25, -0.75, -2.0, -0.1, -3.0, -0.05)
+    logits: Sequence[Sequence[float]] = ()
 
 
 @dataclass
@@ -267,9 +271,10 @@ class FakeTriton:
         max_tokens = int(request.scalar("max_tokens"))
         tokens = list(self.script.tokens[:max_tokens])
         ids = {"model": request.model, "request_id": request.request_id}
+        scores = _Scores(self.script, request)
         async for token in self._paced(tokens):
             if stream:
-                yield infer_response(**ids, text_output=_text(token))
+                yield infer_response(**ids, text_output=_text(token), **scores.next())
         counters: dict[str, np.ndarray] = {}
         if request.scalar("return_num_input_tokens"):
             # A byte-level tokenizer: one prompt token per UTF-8 byte of text_input.
@@ -345,6 +350,30 @@ def _unavailable() -> Exception:
             "failed to connect to all addresses",
         )
     )
+
+
+class _Scores:
+    """The log-prob outputs of each streamed response, as TensorRT-LLM streams them
+    (docs/triton-contract.md section 8): ``output_log_probs`` [1, 1, n] holds all n tokens so
+    far, ``generation_logits`` [1, 1, 1, vocab] only this response's token."""
+
+    def __init__(self, script: Script, request: ReceivedRequest) -> None:
+        self.script = script
+        self.log_probs = bool(request.scalar("return_log_probs"))
+        self.logits = bool(request.scalar("return_generation_logits"))
+        self.sent = 0
+
+    def next(self) -> dict[str, np.ndarray]:
+        self.sent += 1
+        outputs: dict[str, np.ndarray] = {}
+        if self.log_probs:
+            so_far = list(self.script.log_probs[: self.sent])
+            outputs["output_log_probs"] = np.array([[so_far]], np.float32)
+            outputs["cum_log_probs"] = np.array([[sum(so_far)]], np.float32)
+        if self.logits:
+            row = self.script.logits[self.sent - 1]
+            outputs["generation_logits"] = np.array([[[row]]], np.float32)
+        return outputs
 
 
 def _text(text: str) -> np.ndarray:

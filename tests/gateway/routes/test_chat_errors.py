@@ -82,8 +82,6 @@ async def test_max_tokens_over_the_cap(http: httpx.AsyncClient, gateway: FakeGat
     [
         ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
         ({"functions": [{"name": "f", "parameters": {}}]}, "functions"),
-        ({"logprobs": True}, "logprobs"),
-        ({"top_logprobs": 3}, "top_logprobs"),
         ({"logit_bias": {"50256": -100}}, "logit_bias"),
         ({"modalities": ["text", "audio"]}, "modalities"),
         ({"audio": {"voice": "alloy", "format": "wav"}}, "audio"),

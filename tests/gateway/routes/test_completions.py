@@ -1,5 +1,6 @@
 """POST /v1/completions over the fake Triton: the body and stream OpenAI defines, prompt lists,
-echo, n, the default of 16 tokens, and the refusals (token ids, suffix, best_of, logprobs)."""
+echo, n, the default of 16 tokens, and the refusals (token ids, suffix, best_of, echo with
+logprobs)."""
 
 from __future__ import annotations
 
@@ -82,7 +83,7 @@ async def test_max_tokens_and_stop(http: httpx.AsyncClient, fake: FakeTriton) ->
         ({"prompt": [[1, 2], [3]]}, "prompt", "unsupported_parameter"),
         ({"suffix": "the end"}, "suffix", "unsupported_parameter"),
         ({"best_of": 3}, "best_of", "unsupported_parameter"),
-        ({"logprobs": 2}, "logprobs", "unsupported_parameter"),
+        ({"logprobs": 2, "echo": True}, "echo", "unsupported_parameter"),
         ({"prompt": []}, "prompt", "invalid_request"),
         ({"prompt": ["x"] * 17}, "prompt", "invalid_request"),
         ({"model": "fake-whisper"}, "model", "invalid_model"),

@@ -63,6 +63,7 @@ def test_multimodal_repository_parses_and_agrees(
     assert configs["tensorrt_llm_bls"].model_transaction_policy.decoupled is True
     assert param(llm, "exclude_input_in_output") == "True"
     assert param(llm, "enable_kv_cache_reuse") == "True"
+    assert param(llm, "normalize_log_probs") == "False"  # OpenAI's logprobs: the model's own
     assert param(llm, "gpt_model_path") == str(getattr(workspace, f"{family_key(family)}_llm"))
     features = "TYPE_BF16" if family == "mllama" else "TYPE_FP16"
     assert dtype_of(llm.input, "encoder_input_features") == features
@@ -98,6 +99,7 @@ def test_launch_command_and_gateway_config(workspace: Workspace, run_tool: Runne
     assert (model.id, model.family, model.triton_model) == ("ov-7b", "llava_onevision", "ensemble")
     assert (model.triton_url, model.max_images, model.kv_tokens_per_block) == ("triton:8001", 1, 64)
     assert model.end_id == 151645
+    assert model.tokenizer == workspace.hf  # names the top_logprobs alternatives
     assert settings.media.max_images_per_request == 1
     assert not settings.needs_embedded
 
