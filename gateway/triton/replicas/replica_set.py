@@ -225,6 +225,8 @@ class ReplicaSet:
         if replica.health.probed(ready):
             state = "ready: back in rotation" if ready else "not ready: out of rotation"
             log.warning("Triton replica %s of %s is %s", replica.name, self.url, state)
+            if ready:
+                replica.verdicts.clear()  # a server that restarted may serve another config
         if not ready:
             return False
         await self._verify(replica, models)

@@ -248,6 +248,25 @@ async def test_a_replica_whose_config_disagrees_is_refused_and_never_routed_to(
     assert URLS[2] in refusal and "inputs differ: prompt_table_extra_id" in refusal
 
 
+async def test_a_replica_back_with_another_config_is_judged_again_and_refused() -> None:
+    fakes = new_fakes(2)
+    async with replicas(fakes) as (http, runtime):
+        assert (await http.post("/v1/chat/completions", json=image_chat(1))).status_code == 200
+        fakes[1].down = True
+        await runtime.readiness.probe(1.0)
+        ensemble = json.loads(json.dumps(fakes[1].configs["ensemble"]))
+        ensemble["max_batch_size"] = 1  # restarted with another engine
+        fakes[1].configs["ensemble"] = ensemble
+        fakes[1].down = False
+        await runtime.readiness.probe(1.0)
+        before = [len(f.requests) for f in fakes]
+        for seed in range(8):
+            assert (
+                await http.post("/v1/chat/completions", json=image_chat(seed))
+            ).status_code == 200
+    assert [len(f.requests) for f in fakes] == [before[0] + 8, before[1]]
+
+
 async def test_cached_tokens_are_counted_per_replica() -> None:
     fakes = new_fakes(2)
     for fake in fakes:
