@@ -201,7 +201,7 @@ async def test_a_hot_image_stays_within_the_spill_bound() -> None:
     bound (1.5 x the mean load, at least 8), the rest spill to the image's next choices."""
     fakes = new_fakes()
     for fake in fakes:
-        fake.script.delay_s = 0.05
+        fake.script.delay_s = 0.2  # 1.4 s a request: the 30 overlap
     async with replicas(fakes) as (http, _):
         bodies = [image_chat(4, f"question {i}") for i in range(30)]
         responses = await asyncio.gather(
@@ -221,11 +221,12 @@ async def test_a_hot_image_stays_within_the_spill_bound() -> None:
 async def test_without_the_bound_the_hot_image_drowns_one_replica() -> None:
     fakes = new_fakes()
     for fake in fakes:
-        fake.script.delay_s = 0.05
+        fake.script.delay_s = 0.2  # 1.4 s a request: the 30 overlap
     async with replicas(fakes, spill_floor=1000) as (http, _):
         bodies = [image_chat(4, f"question {i}") for i in range(30)]
         await asyncio.gather(*(http.post("/v1/chat/completions", json=b) for b in bodies))
-    assert sorted(f.peak for f in fakes)[-1] == 30
+    assert sorted(len(f.requests) for f in fakes) == [0, 0, 30]
+    assert max(f.peak for f in fakes) > choice.spill_bound(29, 3, 1.5, 8)
 
 
 async def test_a_replica_whose_config_disagrees_is_refused_and_never_routed_to(
