@@ -34,7 +34,8 @@ from gateway.store import StoredResponse
 from gateway.streaming.responses import ResponseBuilder
 
 # include values: the input images' URLs are always listed; the others need what is not here.
-INCLUDABLE = frozenset({"message.input_image.image_url"})
+LOGPROBS = "message.output_text.logprobs"
+INCLUDABLE = frozenset({"message.input_image.image_url", LOGPROBS})
 # Chat's (and vLLM's) generation fields the Responses API lacks: handed to chat, which honours
 # or refuses each by name (top_k, stop, a LoRA adapter, frame sampling...).
 CHAT_EXTRAS = frozenset(
@@ -85,7 +86,6 @@ def refuse_unsupported(request: ResponsesRequest) -> None:
             reasoning.effort not in (None, "none") or reasoning.summary is not None)),
         "prompt": ("prompt templates are not supported", request.prompt is not None),
         "max_tool_calls": ("max_tool_calls is not supported", request.max_tool_calls is not None),
-        "top_logprobs": ("logprobs are not supported", bool(request.top_logprobs)),
         "text.verbosity": ("text.verbosity is not supported",
                            request.text is not None and request.text.verbosity is not None),
     }  # fmt: skip
@@ -111,6 +111,14 @@ def refuse_unsupported(request: ResponsesRequest) -> None:
 def chat_extras(request: ResponsesRequest) -> dict[str, Any]:
     """The chat generation fields this request carries, for chat to honour or refuse."""
     return {k: v for k, v in (request.model_extra or {}).items() if k in CHAT_EXTRAS}
+
+
+def chat_logprobs(request: ResponsesRequest) -> dict[str, Any]:
+    """Token log probabilities are returned when ``include`` asks for them, with
+    ``top_logprobs`` alternatives each (OpenAI's rule); chat computes them."""
+    if LOGPROBS not in (request.include or ()):
+        return {}
+    return {"logprobs": True, "top_logprobs": request.top_logprobs or 0}
 
 
 def chat_tools(request: ResponsesRequest) -> dict[str, Any]:
@@ -184,7 +192,7 @@ def echo(request: ResponsesRequest) -> dict[str, Any]:
         "text": {"format": {"type": "text"}, **text},
         "tool_choice": request.tool_choice or "auto",
         "tools": request.tools or [],
-        "top_logprobs": 0,
+        "top_logprobs": request.top_logprobs or 0,
         "top_p": request.top_p,
         "truncation": "disabled",
         "user": request.user,
@@ -216,7 +224,7 @@ async def draft_response(
         "max_completion_tokens": request.max_output_tokens, "temperature": request.temperature,
         "top_p": request.top_p, "seed": request.seed, "user": request.user,
         "response_format": response_format(request), **chat_tools(request),
-        **chat_extras(request),
+        **chat_extras(request), **chat_logprobs(request),
     }  # fmt: skip
     try:
         chat = ChatCompletionRequest.model_validate(fields)

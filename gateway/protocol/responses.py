@@ -172,7 +172,7 @@ class ResponsesRequest(BaseModel):
     reasoning: Reasoning | None = None
     prompt: dict[str, Any] | None = None
     max_tool_calls: int | None = None
-    top_logprobs: int | None = None
+    top_logprobs: int | None = Field(None, ge=0, le=20)
 
     @field_validator("stream", "store", mode="before")
     @classmethod

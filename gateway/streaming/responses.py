@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from gateway.errors import GatewayError
-from gateway.families.calls import Outcome
+from gateway.families.calls import Outcome, Scored, TokenLogprob
+from gateway.streaming.logprobs import chat_logprobs
 
 
 @runtime_checkable
@@ -62,6 +64,7 @@ class ResponseBuilder:
         self.items: list[dict[str, Any]] = []
         self.final: dict[str, Any] | None = None
         self._pieces: list[str] = []  # the open message's text, joined when it closes
+        self._tokens: list[TokenLogprob] = []  # its tokens, when log probabilities are asked
         self._message: int | None = None  # index of the open message item
         self._calls: dict[int, int] = {}  # tool call index -> output index
 
@@ -83,6 +86,8 @@ class ResponseBuilder:
                  "role": "assistant", "content": []}
             )  # fmt: skip
         self._pieces.append(piece_text(item))
+        if isinstance(item, Scored):
+            self._tokens.extend(item.tokens)
 
     def _tool_call(self, delta: ToolCallDelta) -> None:
         index = self._calls.get(delta.index)
@@ -101,9 +106,10 @@ class ResponseBuilder:
             return
         message = self.items[self._message]
         message["status"] = status
-        message["content"] = [text_part("".join(self._pieces))]
+        message["content"] = [text_part("".join(self._pieces), self._tokens)]
         self._message = None
         self._pieces = []
+        self._tokens = []
 
     def finish(self, outcome: Outcome) -> dict[str, Any]:
         """The final response: every item closed, the status, the usage."""
@@ -157,9 +163,23 @@ class ResponseBuilder:
             return "".join(self._pieces)
         return "".join(part["text"] for part in item["content"])
 
+    def logprobs_of(self, index: int) -> list[dict[str, Any]]:
+        """The message's token log probabilities (empty unless asked for)."""
+        if index == self._message:
+            return token_logprobs(self._tokens)
+        return [entry for part in self.items[index]["content"] for entry in part["logprobs"]]
 
-def text_part(text: str) -> dict[str, Any]:
-    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+
+def token_logprobs(tokens: Sequence[TokenLogprob]) -> list[dict[str, Any]]:
+    """Each token as the Responses API lists it (chat's ``logprobs.content`` entries)."""
+    return chat_logprobs(tokens)["content"] if tokens else []
+
+
+def text_part(text: str, tokens: Sequence[TokenLogprob] = ()) -> dict[str, Any]:
+    return {
+        "type": "output_text", "text": text, "annotations": [],
+        "logprobs": token_logprobs(tokens),
+    }  # fmt: skip
 
 
 def event_frame(payload: dict[str, Any]) -> bytes:
@@ -202,6 +222,12 @@ class ResponseEvents:
                 item_id=self.builder.items[current]["id"], output_index=current,
                 delta=item.arguments,
             )  # fmt: skip
+        if isinstance(item, Scored):
+            return frames + self._event(
+                "response.output_text.delta", item_id=self.builder.items[current]["id"],
+                output_index=current, content_index=0, logprobs=token_logprobs(item.tokens),
+                delta=item.text,
+            )  # fmt: skip
         sequence = str(self.sequence).encode()
         self.sequence += 1
         piece = json.dumps(piece_text(item)).encode()
@@ -243,7 +269,12 @@ class ResponseEvents:
         text = self.builder.text_of(index)
         where = {"item_id": item["id"], "output_index": index, "content_index": 0}
         return (
-            self._event("response.output_text.done", **where, text=text, logprobs=[])
+            self._event(
+                "response.output_text.done",
+                **where,
+                text=text,
+                logprobs=self.builder.logprobs_of(index),
+            )
             + self._event("response.content_part.done", **where, part=text_part(text))
             + self._event("response.output_item.done", output_index=index, item=item)
         )

@@ -26,7 +26,7 @@ PDF = "data:application/pdf;base64,JVBERi0xLjQK"
         ({"reasoning": {"effort": "high"}}, "reasoning"),
         ({"prompt": {"id": "pmpt_1"}}, "prompt"),
         ({"max_tool_calls": 3}, "max_tool_calls"),
-        ({"top_logprobs": 2}, "top_logprobs"),
+        ({"top_logprobs": 21}, "top_logprobs"),
         ({"text": {"verbosity": "low"}}, "text.verbosity"),
         ({"include": ["reasoning.encrypted_content"]}, "include[0]"),
         ({"tools": [{"type": "web_search"}]}, "tools[0].type"),
