@@ -8,6 +8,7 @@
 - ``hotpath``: in-process CPU microseconds per token and per request (before/after)
 - ``profile``: py-spy samples of the gateway process under streaming load
 - ``report DIR``: re-render a saved run's tables, goals and plot
+- ``replicas``: KV reuse with image-affinity routing over embedded Triton replicas
 - ``reference-gpu``: the GPU check of the reference models (``bench/reference_gpu.py``)
 """
 
@@ -20,7 +21,7 @@ from pathlib import Path
 
 
 def _parser() -> argparse.ArgumentParser:
-    from bench import aiperf, held, hotpath, overhead, profile, scale, serve
+    from bench import aiperf, held, hotpath, overhead, profile, replicas, scale, serve
 
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -31,6 +32,7 @@ def _parser() -> argparse.ArgumentParser:
     aiperf.add_arguments(commands.add_parser("aiperf", help="aiperf against the gateway"))
     profile.add_arguments(commands.add_parser("profile", help="py-spy the gateway under load"))
     hotpath.add_arguments(commands.add_parser("hotpath", help="in-process per-token CPU"))
+    replicas.add_arguments(commands.add_parser("replicas", help="affinity routing vs KV reuse"))
     rerender = commands.add_parser("report", help="re-render a saved run")
     rerender.add_argument("folder", type=Path)
     gpu = commands.add_parser("reference-gpu", help="GPU check of the reference models")
@@ -60,7 +62,10 @@ def main(argv: list[str] | None = None) -> int:
         return hotpath.main(args)
     import uvloop
 
-    from bench import aiperf, held, overhead, profile, scale, serve
+    from bench import aiperf, held, overhead, profile, replicas, scale, serve
+
+    if args.command == "replicas":
+        return uvloop.run(replicas.run(args))
 
     if args.command == "scale":
         return uvloop.run(scale.run(args))

@@ -69,3 +69,18 @@ def test_scale_command_measures_each_worker_count(tmp_path: Path) -> None:
     assert all(r["errors"] == 0 and r["tokens"] > 0 for r in rows)
     assert "/ generate_stream" in (tmp_path / "report.md").read_text()
     assert (tmp_path / "scale.png").stat().st_size > 5_000
+
+
+def test_replicas_workload_repeats_every_image_in_one_shuffled_order() -> None:
+    from collections import Counter
+
+    from bench.replicas import Figures, Workload, schedule, table
+
+    workload = Workload(images=5, repeats=3)
+    jobs = schedule(workload)
+    assert Counter(image for image, _ in jobs) == {i: 3 for i in range(5)}
+    assert jobs == schedule(workload) and jobs != sorted(jobs)  # same shuffle every run
+    rows = table(
+        [Figures("one replica", cached_tokens=200), Figures("affinity", cached_tokens=190)]
+    )
+    assert "| affinity | 0 | 0 | 0 | 190 | 95.0% |" in rows
