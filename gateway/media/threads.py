@@ -80,8 +80,9 @@ class ThreadLane:
     """A fixed pool of ``limits.threads`` threads; ``run(function, *args)`` runs one item.
 
     Callers queue (on the event loop, measured by ``on_wait``) for a free slot; the budget
-    counts from the hand-over. ``abandoned`` counts items whose caller stopped waiting
-    (timeout); their threads ran on to the end of their bounded work.
+    counts from the hand-over. ``items`` counts items handed to a thread, ``abandoned``
+    those whose caller stopped waiting (timeout); their threads ran on to the end of their
+    bounded work.
     """
 
     def __init__(self, limits: ThreadLimits, item_timeout_s: float) -> None:
@@ -91,6 +92,7 @@ class ThreadLane:
         self.item_timeout_s = item_timeout_s
         self._executor = ThreadPoolExecutor(limits.threads, thread_name_prefix="decode")
         self._slots = asyncio.Semaphore(limits.threads)
+        self.items = 0
         self.abandoned = 0
         self.busy = 0
         self._warm()
@@ -114,6 +116,7 @@ class ThreadLane:
         if on_wait is not None:
             on_wait(time.perf_counter() - queued)
         self.busy += 1
+        self.items += 1
         try:
             future = asyncio.get_running_loop().run_in_executor(
                 self._executor, call_job, function, args
