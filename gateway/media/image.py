@@ -47,6 +47,7 @@ _SWAPS_AXES = frozenset({5, 6, 7, 8})  # orientations that rotate by 90 or 270 d
 # a full decode: within 4-7 of 255 levels at worst, ~0.5 on average, on photographic content).
 DEFAULT_DRAFT_MARGIN = limits.DEFAULT_DRAFT_MARGIN
 _WHITE = (255, 255, 255, 255)
+_HEADER_STEPS = 256  # JPEG segments read_header walks before giving up
 # Start-of-frame markers of one-pass JPEGs: baseline and extended sequential, Huffman-coded.
 _SEQUENTIAL_HUFFMAN = frozenset({0xC0, 0xC1})
 
@@ -99,12 +100,16 @@ class ImageHeader:
 
 
 def read_header(data: bytes) -> ImageHeader:
-    """The format, declared size and coding of ``data``, from its header alone (no PIL)."""
+    """The format, declared size and coding of ``data``, from its header alone (no PIL).
+
+    Cheap enough for the event loop: a JPEG's marker walk stops after ``_HEADER_STEPS``
+    segments (real files reach their frame header in a dozen or so), saying "size unknown".
+    """
     image_format = sniff_image_format(data)
     if image_format is None:
         return ImageHeader(None, None, single_pass=False)
     if image_format == "JPEG":
-        frame = _jpeg_frame(data)
+        frame = _jpeg_frame(data, _HEADER_STEPS)
         if frame is None:
             return ImageHeader(image_format, None, single_pass=False)
         marker, size = frame
@@ -196,10 +201,18 @@ def _webp_size(data: bytes) -> tuple[int, int] | None:
     return None
 
 
-def _jpeg_frame(data: bytes) -> tuple[int, tuple[int, int]] | None:
-    """Walk the JPEG markers to the first start-of-frame: its marker and dimensions."""
+def _jpeg_frame(data: bytes, max_steps: int | None = None) -> tuple[int, tuple[int, int]] | None:
+    """Walk the JPEG markers to the first start-of-frame: its marker and dimensions.
+
+    ``max_steps`` bounds the walk (None when nothing else bounds it than the caller's time
+    budget): a crafted file of zero-length segments or fill bytes takes a step per 1-2 bytes.
+    """
     offset = 2
+    steps = 0
     while offset + 9 <= len(data):
+        steps += 1
+        if max_steps is not None and steps > max_steps:
+            return None
         if data[offset] != 0xFF:
             return None
         marker = data[offset + 1]

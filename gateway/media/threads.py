@@ -15,6 +15,8 @@ case is bounded before it starts, by what ``takes`` reads from the header (no PI
   WebP and GIF (animation, canvas handling) and anything unrecognised go to a process;
 - the header states a size, within ``max_pixels`` and ``max_side``: decoded memory is at most
   ``max_pixels`` x 4 bytes and the family's resize works on at most that many pixels;
+- the header read itself is bounded (``read_header`` walks at most a few hundred JPEG
+  segments): it runs on the event loop;
 - the encoded bytes are within ``max_bytes`` (the bytes bound the entropy decoding and the
   PNG chunks: Pillow caps text chunks itself).
 

@@ -132,6 +132,16 @@ def test_the_lane_takes_only_images_whose_header_bounds_them() -> None:
     assert not lane.takes(bytes(bomb))
 
 
+def test_the_lane_decision_is_cheap_on_the_event_loop_for_a_crafted_header() -> None:
+    """A JPEG of a million empty segments (4 MiB) would take a Python marker walk about a
+    third of a second; the lane's probe stops after a few hundred and says "unknown"."""
+    crafted = b"\xff\xd8" + b"\xff\xe0\x00\x02" * (1 << 20)
+    lane = ThreadLimits(max_bytes=8 << 20)
+    started = time.perf_counter()
+    assert not lane.takes(crafted) and not lane.takes(b"\xff\xd8" + b"\xff" * (4 << 20))
+    assert time.perf_counter() - started < 0.05
+
+
 @pytest.mark.parametrize("name", list(GOLDEN))
 async def test_content_ids_are_those_from_before_the_lane(
     offload: Offloader, processes_only: Offloader, fetcher: MediaFetcher, name: str
