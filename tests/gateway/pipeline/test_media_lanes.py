@@ -219,3 +219,17 @@ async def test_a_job_error_is_mapped_as_a_worker_maps_it() -> None:
     await asyncio.sleep(0)
     assert lane.busy == 0
     lane.close()
+
+
+async def test_a_caller_that_leaves_frees_its_slot_only_when_the_thread_is_done() -> None:
+    lane = ThreadLane(ThreadLimits(threads=1), item_timeout_s=5)
+    task = asyncio.create_task(lane.run(time.sleep, 0.3))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert lane.busy == 1  # the thread still sleeps: its slot is not handed out
+    started = time.perf_counter()
+    assert await lane.run(abs, -2) == 2
+    assert time.perf_counter() - started > 0.15 and lane.busy == 0
+    lane.close()
