@@ -1,12 +1,14 @@
 """``python -m bench <command>``: the benchmark commands.
 
 - ``overhead``: the gateway against direct gRPC, Triton's generate_stream and LiteLLM
+- ``scale``: gateway throughput under flood with 1, 2, 4, 8 worker processes
 - ``held``: 1,000 concurrent SSE streams through one gateway process
 - ``serve``: Triton with the load fixture and the gateway, left running (for aiperf, curl)
 - ``aiperf``: NVIDIA's aiperf profiling the gateway with images and streaming
 - ``hotpath``: in-process CPU microseconds per token and per request (before/after)
 - ``profile``: py-spy samples of the gateway process under streaming load
 - ``report DIR``: re-render a saved run's tables, goals and plot
+- ``replicas``: KV reuse with image-affinity routing over embedded Triton replicas
 - ``reference-gpu``: the GPU check of the reference models (``bench/reference_gpu.py``)
 """
 
@@ -19,16 +21,18 @@ from pathlib import Path
 
 
 def _parser() -> argparse.ArgumentParser:
-    from bench import aiperf, held, hotpath, overhead, profile, serve
+    from bench import aiperf, held, hotpath, overhead, profile, replicas, scale, serve
 
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     overhead.add_arguments(commands.add_parser("overhead", help="gateway cost vs peers"))
+    scale.add_arguments(commands.add_parser("scale", help="throughput as workers are added"))
     held.add_arguments(commands.add_parser("held", help="many held SSE streams"))
     serve.add_arguments(commands.add_parser("serve", help="run the bench stack"))
     aiperf.add_arguments(commands.add_parser("aiperf", help="aiperf against the gateway"))
     profile.add_arguments(commands.add_parser("profile", help="py-spy the gateway under load"))
     hotpath.add_arguments(commands.add_parser("hotpath", help="in-process per-token CPU"))
+    replicas.add_arguments(commands.add_parser("replicas", help="affinity routing vs KV reuse"))
     rerender = commands.add_parser("report", help="re-render a saved run")
     rerender.add_argument("folder", type=Path)
     gpu = commands.add_parser("reference-gpu", help="GPU check of the reference models")
@@ -58,8 +62,13 @@ def main(argv: list[str] | None = None) -> int:
         return hotpath.main(args)
     import uvloop
 
-    from bench import aiperf, held, overhead, profile, serve
+    from bench import aiperf, held, overhead, profile, replicas, scale, serve
 
+    if args.command == "replicas":
+        return uvloop.run(replicas.run(args))
+
+    if args.command == "scale":
+        return uvloop.run(scale.run(args))
     if args.command == "overhead":
         return uvloop.run(overhead.run(overhead.options_from(args)))
     if args.command == "held":

@@ -63,6 +63,7 @@ class Options:
     gateway_source: Path | None = None
     triton_instances: int = 1
     images: tuple[int, ...] = ()
+    gateway_workers: int = 1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -88,6 +89,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--gateway-source", type=Path, help="run the gateway of another checkout (before/after)")
     add("--triton-instances", type=int, default=1, help="fixture instances (stub processes)")
     add("--image", default="", help="JPEG sides for the 1-image profiles, e.g. 336,1024")
+    add("--gateway-workers", type=int, default=1, help="mmgw serve --workers (on --gateway-cpu)")
 
 
 def options_from(args: argparse.Namespace) -> Options:
@@ -109,6 +111,7 @@ def options_from(args: argparse.Namespace) -> Options:
         gateway_source=args.gateway_source,
         triton_instances=args.triton_instances,
         images=tuple(int(side) for side in args.image.split(",") if side),
+        gateway_workers=args.gateway_workers,
     )
 
 
@@ -280,8 +283,9 @@ async def run(opts: Options) -> int:
     try:
         say(f"starting the gateway pinned to CPU {opts.gateway_cpus} ...")
         proxies["gateway"] = start_gateway(
-            triton, opts.out, opts.gateway_cpus, source=opts.gateway_source
-        )
+            triton, opts.out, opts.gateway_cpus, source=opts.gateway_source,
+            workers=opts.gateway_workers,
+        )  # fmt: skip
         if "litellm" in opts.modes:
             say("starting LiteLLM (same CPU) ...")
             proxies["litellm"] = start_litellm(triton.http_url, opts.out, opts.gateway_cpus)

@@ -60,15 +60,16 @@ async def set_token_interval(
         response.raise_for_status()
 
 
-def gateway_config(triton: EmbeddedTriton, port: int, max_in_flight: int) -> str:
+def gateway_config(triton: EmbeddedTriton, port: int, max_in_flight: int, workers: int = 1) -> str:
     """A TOML config serving the fixture as model ``loadgen`` (LLaVA family prompt and images)."""
+    worker_line = f"workers = {workers}\n" if workers > 1 else ""  # older checkouts lack it
     return f"""api_keys = ["{API_KEY}"]
 
 [server]
 host = "127.0.0.1"
 port = {port}
 max_in_flight = {max_in_flight}
-
+{worker_line}
 [embedded]
 enabled = false
 
@@ -89,6 +90,7 @@ def start_gateway(
     log_level: str = "info",
     port: int = 0,
     source: Path | None = None,
+    workers: int = 1,
 ) -> Service:
     """``mmgw serve`` in its own process, pinned to ``cpus``, ready when /health says so.
 
@@ -98,7 +100,7 @@ def start_gateway(
     port = port or free_port()
     workdir = workdir.resolve()  # the gateway may run in another folder (``source``)
     config = workdir / "gateway.toml"
-    config.write_text(gateway_config(triton, port, max_in_flight))
+    config.write_text(gateway_config(triton, port, max_in_flight, workers))
     command = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config)]
     # The bench starts Triton itself; the gateway must not see the models' interpreter
     # (an older gateway under --gateway-source would refuse the unknown setting).

@@ -22,8 +22,11 @@ site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["pur
 # The image's own packages, searched after the venv's (a .pth line is appended to sys.path).
 "$python" -c 'import sysconfig; p = sysconfig.get_paths(); print(p["purelib"]); print(p["platlib"])' \
   | sort -u >"$site/image-packages.pth"
-"$venv/bin/python" -m pip install -q --disable-pip-version-check "$@" 'numpy<2' 'scipy>=1.13,<1.17'
+# llguidance: the reference models' guided decoding (one wheel, no dependencies).
+"$venv/bin/python" -m pip install -q --disable-pip-version-check "$@" 'numpy<2' 'scipy>=1.13,<1.17' \
+  'llguidance>=1.0'
 "$venv/bin/python" - <<'PY'
+import llguidance
 import numpy
 import scipy.special
 import torch
@@ -34,7 +37,7 @@ assert numpy.__version__.startswith("1."), numpy.__version__
 print(
     f"models environment ready: numpy {numpy.__version__}, scipy {scipy.__version__}, "
     f"torch {torch.__version__} (cuda: {torch.cuda.is_available()}), "
-    f"transformers {transformers.__version__}"
+    f"transformers {transformers.__version__}, llguidance {llguidance.__version__}"
 )
 PY
 echo "export MMGW_EMBEDDED__PYTHON=$venv/bin/python"

@@ -22,7 +22,18 @@ from gateway.observability.access import AccessMiddleware
 from gateway.observability.deadline import BodyDeadlineMiddleware
 from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.middleware import InFlightLimitMiddleware, RequestIdMiddleware
-from gateway.routes import audio, chat, completions, docs, health, metrics, models, openapi, ui
+from gateway.routes import (
+    audio,
+    chat,
+    completions,
+    docs,
+    health,
+    metrics,
+    models,
+    openapi,
+    responses,
+    ui,
+)
 from gateway.runtime import Runtime, build_runtime
 
 log = logging.getLogger(__name__)
@@ -96,6 +107,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     routers = [
         chat.router,
         completions.router,
+        responses.router,
         audio.router,
         models.router,
         health.router,

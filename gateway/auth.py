@@ -1,7 +1,9 @@
 """API keys: when configured, every ``/v1/`` request needs ``Authorization: Bearer <key>``.
 
 Keys are kept only as SHA-256 digests and compared in constant time, so neither memory
-dumps nor timing reveal them. Health, metrics and the chat page stay open.
+dumps nor timing reveal them. Health, metrics and the chat page stay open. An authorised
+request carries its key's identity (``key_id``: a digest of the digest, never the key) in its
+scope's state, so what it stores (responses) is visible to the same key only.
 """
 
 from __future__ import annotations
@@ -19,26 +21,35 @@ def _digest(key: str) -> bytes:
     return hashlib.sha256(key.encode("utf-8")).digest()
 
 
+def key_id(state: object) -> str:
+    """The identity of the API key a request came with; "" when no keys are configured."""
+    return str(getattr(state, "api_key_id", ""))
+
+
 class ApiKeyMiddleware:
     def __init__(self, app: ASGIApp, keys: Iterable[str]) -> None:
         self.app = app
         self._digests = tuple(_digest(k) for k in keys)
 
-    def _authorised(self, header: str) -> bool:
+    def _authorised(self, header: str) -> bytes | None:
+        """The digest of the key the header carries, when it is one of ours."""
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token:
-            return False
+            return None
         candidate = _digest(token.strip())
         # Compare against every key so the time taken does not depend on which matched.
         matches = [hmac.compare_digest(candidate, d) for d in self._digests]
-        return any(matches)
+        return candidate if any(matches) else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self._digests or scope["type"] != "http" or not scope["path"].startswith("/v1/"):
             await self.app(scope, receive, send)
             return
         header = dict(scope.get("headers", [])).get(b"authorization", b"").decode("latin-1")
-        if self._authorised(header):
+        digest = self._authorised(header)
+        if digest is not None:
+            identity = hashlib.sha256(b"mmgw-key-id:" + digest).hexdigest()[:32]
+            scope.setdefault("state", {})["api_key_id"] = identity
             await self.app(scope, receive, send)
             return
         error = AuthenticationError(

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import math
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from gateway.config import ServedModel, Settings, load_settings
 from gateway.observability.logging import configure_logging
+from gateway.server.options import fast_server_options, uvicorn_options
+from gateway.workers import serve as supervise
+from gateway.workers import worker_count
 from server_repo.trtllm import cli as trtllm_cli
 
-if TYPE_CHECKING:
-    from fastapi import FastAPI
+__all__ = ["fast_server_options", "main", "settings_from_args", "uvicorn_options"]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -33,6 +32,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--device", choices=["cpu", "cuda", "auto"], help="embedded reference device"
     )
+    serve.add_argument(
+        "--workers",
+        help="gateway processes sharing the port: a number, or 'auto' (one per core but one)",
+    )
     serve.add_argument("--log-level", default="info")
     trtllm = commands.add_parser(
         "trtllm-repo",
@@ -42,12 +45,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _workers(value: str | None) -> int | str | None:
+    return int(value) if value is not None and value.isdigit() else value
+
+
 def settings_from_args(args: argparse.Namespace) -> Settings:
     settings = load_settings(args.config)
     updates: dict[str, object] = {}
-    server = settings.server.model_copy(
-        update={k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
-    )
+    given = (("host", args.host), ("port", args.port), ("workers", _workers(args.workers)))
+    # A dict, not model_copy: the values given are validated with the rest.
+    server = {**settings.server.model_dump(), **{k: v for k, v in given if v is not None}}
     updates["server"] = server
     if args.device:
         updates["embedded"] = settings.embedded.model_copy(update={"device": args.device})
@@ -60,36 +67,6 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     return Settings.model_validate({**settings.model_dump(), **updates})
 
 
-def fast_server_options() -> dict[str, Any]:
-    """uvloop when installed (``uvicorn[standard]`` brings it), said explicitly.
-
-    uvicorn's ``auto`` picks it when it imports and silently falls back to asyncio otherwise;
-    naming it keeps the per-chunk path the benchmarks measured. The HTTP protocol is always
-    the gateway's own (httptools, which ``uvicorn[standard]`` brings too, with the request
-    head bounded: ``gateway/server/``).
-    """
-    options: dict[str, Any] = {}
-    if importlib.util.find_spec("uvloop") is not None:
-        options["loop"] = "uvloop"
-    return options
-
-
-def uvicorn_options(settings: Settings, app: FastAPI, log_level: str) -> dict[str, Any]:
-    """Everything ``mmgw serve`` passes to ``uvicorn.run`` besides the app."""
-    from gateway.server import protocol_class
-
-    return {
-        "host": settings.server.host,
-        "port": settings.server.port,
-        **fast_server_options(),
-        "http": protocol_class(settings.server, app),
-        "log_level": log_level,
-        "log_config": None,  # configure_logging owns the handlers: one format for all
-        "access_log": False,  # the gateway writes its own access line, with timings and sizes
-        "timeout_graceful_shutdown": math.ceil(settings.server.drain_timeout_s),
-    }
-
-
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "trtllm-repo":
@@ -100,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mmgw: configuration error: {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.observability.log_format, args.log_level)
+    workers = worker_count(settings.server.workers)
+    if workers > 1:
+        return supervise(settings, workers, args.log_level)
     import uvicorn
 
     from gateway.app import create_app

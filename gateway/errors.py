@@ -22,6 +22,7 @@ The tree:
     │   │       └── UnsupportedMedia  400 unsupported_media_type: a format, container or codec
     │   │                                 outside the allowlist
     │   ├── ModelNotFound             404 no served model has that id
+    │   ├── NotFound                  404 no stored response has that id (for this API key)
     │   ├── AuthenticationError       401 missing or wrong API key
     │   ├── RequestTimeout            408 the request's head or body came too slowly
     │   ├── RateLimited               429 too many requests in flight
@@ -138,6 +139,14 @@ class ModelNotFound(ClientError):
 
     status_code = 404
     default_code = "model_not_found"
+
+
+class NotFound(ClientError):
+    """The request names a stored object (a response) that does not exist, has expired, or
+    belongs to another API key: the three are not told apart."""
+
+    status_code = 404
+    default_code = "not_found"
 
 
 class AuthenticationError(ClientError):

@@ -1,5 +1,6 @@
 """The gateway's settings, loaded once and passed in: ``settings.py`` (the top-level sections
-and loading), ``limits.py`` (request limits by concern), ``models.py`` (served models)."""
+and loading), ``limits.py`` (request limits by concern), ``models.py`` (served models),
+``responses.py`` (the stored responses' file and retention)."""
 
 from gateway.config.limits import (
     LEGACY_LIMITS,
@@ -19,6 +20,7 @@ from gateway.config.models import (
     ServedModel,
     default_models,
 )
+from gateway.config.responses import ResponsesSettings
 from gateway.config.settings import (
     DEFAULT_HOST,
     DEFAULT_PORT,
@@ -49,6 +51,7 @@ __all__ = [
     "LoraAdapter",
     "MediaSettings",
     "ObservabilitySettings",
+    "ResponsesSettings",
     "ServedModel",
     "ServerSettings",
     "Settings",

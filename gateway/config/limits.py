@@ -162,6 +162,15 @@ class UpstreamSettings(Strict):
     ready_check_interval_s: float = Field(
         1.0, gt=0, description="how often each Triton's readiness is probed"
     )
+    dns_refresh_s: float = Field(
+        10.0, gt=0, description="how often a dns: triton_url is resolved again"
+    )
+    eject_backoff_s: float = Field(
+        1.0,
+        gt=0,
+        description="a replica a call could not reach is out this long, doubling with each "
+        "failure in a row (at most 30 s); a passing readiness probe after a failing one ends it",
+    )
 
 
 class GenerationSettings(Strict):

@@ -30,6 +30,7 @@ from gateway.config.limits import (
     move_legacy_limits,
 )
 from gateway.config.models import ServedModel, default_models
+from gateway.config.responses import ResponsesSettings
 from gateway.triton.embedded import (
     DEFAULT_READY_TIMEOUT_S,
     DEFAULT_START_ATTEMPTS,
@@ -55,6 +56,20 @@ class ServerSettings(Strict):
 
     host: str = DEFAULT_HOST
     port: int = Field(DEFAULT_PORT, ge=0, le=65535)
+    workers: int | Literal["auto"] = Field(
+        1,
+        description="Gateway processes sharing the listening socket ('auto': one per core "
+        "but one); the embedded Triton is launched once, by the supervisor. Caps, caches and "
+        "the in-flight limit are per worker.",
+    )
+
+    @field_validator("workers")
+    @classmethod
+    def _some_workers(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and not 1 <= value <= 256:
+            raise ValueError("workers must be between 1 and 256, or 'auto'")
+        return value
+
     max_body_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     max_in_flight: int = Field(512, ge=1)
     drain_timeout_s: float = Field(30.0, ge=0)
@@ -100,6 +115,13 @@ class EmbeddedSettings(Strict):
         description="The interpreter whose environment the models run in (its version picks "
         "Triton's Python stub); default: the gateway's own. It needs numpy<2.",
     )
+    replicas: int = Field(
+        1,
+        ge=1,
+        le=16,
+        description="tritonservers co-launched over the same repository (distinct ports), "
+        "each supervised; served as one replica set",
+    )
     checkpoints: dict[str, str] = Field(
         default_factory=dict,
         description="Triton model name -> Hugging Face checkpoint directory to serve instead of "
@@ -143,6 +165,7 @@ class Settings(BaseSettings):
     # sections above; always empty once loaded.
     limits: dict[str, Any] | None = Field(None, exclude=True, deprecated=True)
     observability: ObservabilitySettings = Field(default_factory=ObservabilitySettings)
+    responses: ResponsesSettings = Field(default_factory=ResponsesSettings)
     models: list[ServedModel] = Field(default_factory=default_models)
     api_keys: tuple[str, ...] = ()
     unsafe_allow_private_media_urls_for_tests: bool = Field(
@@ -168,6 +191,21 @@ class Settings(BaseSettings):
         return models
 
     @model_validator(mode="after")
+    def _one_routing_per_target(self) -> Settings:
+        """Served ids on the same replicas share one replica set, so one routing."""
+        seen: dict[str | None, tuple[object, ...]] = {}
+        for model in self.models:
+            routing = (model.routing, model.spill_ratio, model.spill_floor)
+            first = seen.setdefault(model.triton_target, routing)
+            if first != routing:
+                where = model.triton_target or "the embedded Triton"
+                raise ValueError(
+                    f"model {model.id!r}: the models served from {where} must share routing, "
+                    "spill_ratio and spill_floor"
+                )
+        return self
+
+    @model_validator(mode="after")
     def _embedded_needed(self) -> Settings:
         if not self.embedded.enabled and any(m.triton_url is None for m in self.models):
             raise ValueError("models without triton_url need the embedded Triton enabled")
@@ -176,6 +214,25 @@ class Settings(BaseSettings):
     @property
     def needs_embedded(self) -> bool:
         return self.embedded.enabled and any(m.triton_url is None for m in self.models)
+
+    def with_embedded_at(self, url: str) -> Settings:
+        """These settings for a worker process of a supervisor that launched the embedded
+        Triton at ``url``: every model it serves points there (with the tokenizer the
+        reference model publishes), and the worker launches nothing."""
+        models = [
+            model
+            if model.triton_url is not None
+            else model.model_copy(
+                update={
+                    "triton_url": url,
+                    "tokenizer": model.tokenizer
+                    or self.embedded.tokenizers_dir / model.triton_model,
+                }
+            )
+            for model in self.models
+        ]
+        embedded = self.embedded.model_copy(update={"enabled": False})
+        return self.model_copy(update={"models": models, "embedded": embedded})
 
     @classmethod
     def settings_customise_sources(

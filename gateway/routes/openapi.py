@@ -20,8 +20,18 @@ from pydantic import BaseModel
 from gateway.protocol.audio import TranscriptionRequest
 from gateway.protocol.chat import ChatCompletionRequest
 from gateway.protocol.completions import CompletionRequest
+from gateway.protocol.responses import ResponsesRequest
 
-__all__ = ["CHAT_COMPLETIONS", "COMPLETIONS", "TRANSCRIPTION", "build", "errors"]
+__all__ = [
+    "CHAT_COMPLETIONS",
+    "COMPLETIONS",
+    "INPUT_ITEMS",
+    "RESPONSES",
+    "STORED",
+    "TRANSCRIPTION",
+    "build",
+    "errors",
+]
 
 _REF = "#/components/schemas/{model}"
 _SCHEMAS: dict[str, dict[str, Any]] = {}  # what build() adds to components/schemas
@@ -57,7 +67,7 @@ _ERROR = {"application/json": {"schema": _model(ErrorResponse)}}
 _WHY = {
     400: "The request is invalid: a field, a media part, the body's size (`invalid_request_error`)",
     401: "Missing or wrong API key (`authentication_error`), when keys are configured",
-    404: "No served model has that id (`model_not_found`)",
+    404: "No served model has that id (`model_not_found`), or no stored response has (`not_found`)",
     429: "Too many requests in flight (`rate_limit_exceeded`); retry after `Retry-After`",
     500: "A bug in the gateway (`internal_error`)",
     502: "Triton accepted the request, then reported an error (`upstream_failed`)",
@@ -143,6 +153,48 @@ COMPLETIONS: dict[str, Any] = {
             },
         },
         **_GENERATION_ERRORS,
+    },
+}
+
+RESPONSES: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": _model(ResponsesRequest)}},
+    },
+    "responses": {
+        "200": {
+            "description": "A `response` object, or with `stream: true` an event stream: "
+            "`response.created`, `response.in_progress`, output item and text events, then "
+            "`response.completed` (`response.incomplete`, `response.failed`)",
+            "content": {
+                "application/json": {"schema": {"type": "object"}},
+                "text/event-stream": _events("a Responses API event as JSON"),
+            },
+        },
+        **_GENERATION_ERRORS,
+    },
+}
+
+_STORED_ERRORS = errors(400, 401, 404, 500)
+
+STORED: dict[str, Any] = {
+    "responses": {
+        "200": {
+            "description": "The stored `response` object (deleted: `{id, object, deleted}`)",
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        },
+        **_STORED_ERRORS,
+    },
+}
+
+INPUT_ITEMS: dict[str, Any] = {
+    "responses": {
+        "200": {
+            "description": "The response's own input items: a `list` with `data`, `first_id`, "
+            "`last_id`, `has_more`",
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        },
+        **_STORED_ERRORS,
     },
 }
 

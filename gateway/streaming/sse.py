@@ -5,14 +5,15 @@ the batching of frames that are ready together, and the error event are the same
 generator's ``finally`` closes the upstream iterator: when the HTTP client goes away the
 response cancels this generator, and closing the relay cancels the Triton calls. An error after
 the first byte cannot change the status code any more, so it is sent as an ``error`` event (as
-OpenAI does) followed by the format's terminator (``[DONE]`` for chat).
+OpenAI does) followed by the format's terminator (``[DONE]`` for chat); a format with events of
+its own for a failure (``ReportsFailure``: the Responses API's ``response.failed``) sends those.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from gateway.errors import GatewayError, UpstreamFailed
 from gateway.families.calls import Outcome
@@ -35,6 +36,19 @@ class EventFormat(Protocol):
     def content(self, item: Any) -> bytes: ...  # a text piece (or a choice's item)
 
     def finish(self, outcome: Outcome) -> bytes: ...
+
+
+@runtime_checkable
+class ReportsFailure(Protocol):
+    """An ``EventFormat`` whose stream reports a failure in its own events."""
+
+    def failure(self, error: GatewayError) -> bytes: ...
+
+
+def _failure(form: EventFormat, error: GatewayError) -> bytes:
+    if isinstance(form, ReportsFailure):
+        return form.failure(error)
+    return sse_frame(error.to_body())
 
 
 async def first_item(events: AsyncIterator[Item]) -> Item:
@@ -65,10 +79,10 @@ async def stream_events(
             item = await anext(events, None)
         yield pending + form.done
     except GatewayError as exc:
-        yield pending + sse_frame(exc.to_body()) + form.done
+        yield pending + _failure(form, exc) + form.done
     except Exception as exc:  # the response has started: report, never hang
         log.exception("stream failed")
         failure = UpstreamFailed(f"the stream failed: {type(exc).__name__}")
-        yield pending + sse_frame(failure.to_body()) + form.done
+        yield pending + _failure(form, failure) + form.done
     finally:
         await events.aclose()  # type: ignore[attr-defined]

@@ -26,6 +26,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from server_repo.reference_kit.archs import Arch, MediaFeatures, get_arch
 from server_repo.reference_kit.generate import LanguageModel, StepInputs, StopRule, run_steps
+from server_repo.reference_kit.guided import GrammarCache, GuidedMask
 from server_repo.reference_kit.prefix_cache import (
     DEFAULT_MAX_CACHED_TOKENS,
     DEFAULT_TOKENS_PER_BLOCK,
@@ -53,6 +54,7 @@ class PreparedRequest:
     end_id: int
     features: MediaFeatures = field(default_factory=MediaFeatures.empty)
     step_inputs: StepInputs | None = None
+    guide: GuidedMask | None = None
 
 
 class Generation:
@@ -84,6 +86,8 @@ class ReferenceEngine:
         self.assets = assets
         self.normalize_log_probs = normalize_log_probs
         self.cache = PrefixCache(tokens_per_block, max_cached_tokens)
+        text_config = assets.model.config.get_text_config(decoder=True)
+        self.grammars = GrammarCache(assets.tokenizer, int(text_config.vocab_size))
         # Fast tokenizers are not safe to share across threads while encoding: serialise.
         self._tokenizer_lock = threading.Lock()
 
@@ -127,7 +131,15 @@ class ReferenceEngine:
         # Computed now so that what it checks (Mllama's image markers) fails the request early.
         step_inputs = self.arch.step_inputs(self.model, prompt, features)
         embeds = self._embed(prompt, features)
-        return PreparedRequest(request, prompt, embeds, end_id, features, step_inputs)
+        guide = self.guided_mask(request, end_id)
+        return PreparedRequest(request, prompt, embeds, end_id, features, step_inputs, guide)
+
+    def guided_mask(self, request: GenerationRequest, end_id: int) -> GuidedMask | None:
+        """The request's grammar state (compiled or taken from the cache), None unguided."""
+        if request.guide_type is None:
+            return None
+        matcher = self.grammars.matcher(request.guide_type, request.guide)
+        return GuidedMask(matcher, end_id, self.eos_token_id)
 
     def check_length(self, prompt: Prompt, request: GenerationRequest) -> None:
         """Refuse a prompt plus ``max_tokens`` that would run past the model's positions."""
@@ -178,6 +190,7 @@ class ReferenceEngine:
             [self.encode(word) for word in request.bad_words],
             self.assets.device,
             self.normalize_log_probs,
+            prepared.guide,
         )
         stop = StopRule(
             prepared.end_id,

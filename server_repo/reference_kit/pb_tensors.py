@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from server_repo.reference_kit.request import (
+    GUIDE_TYPES,
     GenerationRequest,
     GenerationStats,
     InvalidRequest,
@@ -96,6 +97,18 @@ def _option(tensors: Mapping[str, np.ndarray], name: str, cast: type, default: A
     return default if value is None else cast(value)
 
 
+def _guide(tensors: Mapping[str, np.ndarray]) -> tuple[str | None, str | None]:
+    """``(guide type, guide)`` as TensorRT-LLM's backend reads them (``utils.cc``
+    ``getGuidedDecodingParamsFromTensors``): a type it does not map is dropped, and the guide
+    with it, silently (the gateway validates before sending); a guide without a type is
+    ignored; an empty guide tensor is an empty guide."""
+    guide_type = _scalar(tensors, "guided_decoding_guide_type")
+    if guide_type is None or _text(guide_type) not in GUIDE_TYPES:
+        return None, None
+    guide = _scalar(tensors, "guided_decoding_guide")
+    return _text(guide_type), None if guide is None else _text(guide)
+
+
 def parse_request(
     tensors: Mapping[str, np.ndarray], names: InputNames
 ) -> tuple[GenerationRequest, ReturnFlags]:
@@ -110,6 +123,7 @@ def parse_request(
         images = _unbatch(tensors, "image_bytes_input")
     log_probs = _option(tensors, "return_log_probs", bool, False)
     generation_logits = _option(tensors, "return_generation_logits", bool, False)
+    guide_type, guide = _guide(tensors)
     request = GenerationRequest(
         text_input=_text(text),
         max_tokens=int(max_tokens),
@@ -134,6 +148,8 @@ def parse_request(
         decoder_text=_text(_scalar(tensors, "decoder_text_input") or b""),
         return_log_probs=log_probs,
         return_generation_logits=generation_logits,
+        guide_type=guide_type,
+        guide=guide,
     )
     flags = ReturnFlags(
         stream=_option(tensors, "stream", bool, False),

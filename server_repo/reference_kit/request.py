@@ -12,6 +12,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+# The guide types TensorRT-LLM's Triton backend maps (``utils.cc``
+# ``getGuidedDecodingParamsFromTensors``); any other type string is dropped there, silently.
+GUIDE_TYPES = ("json", "json_schema", "regex", "ebnf_grammar")
+
 
 class InvalidRequest(ValueError):
     """A request the model refuses (bad tensor shape, max_tokens < 1, prompt too long, ...).
@@ -33,6 +37,8 @@ class GenerationRequest:
     ``return_log_probs`` / ``return_generation_logits``: score each token (``Step.log_prob``,
     ``Step.cum_log_prob``) / keep the raw logits it was chosen from (``Step.logits``); nothing
     is computed for them unless asked (``sampling`` documents the values).
+    ``guide_type`` / ``guide``: guided decoding (``guided_decoding_guide_type`` /
+    ``guided_decoding_guide``; ``guided`` says how), None when not asked.
     """
 
     text_input: str
@@ -58,6 +64,8 @@ class GenerationRequest:
     decoder_text: str = ""
     return_log_probs: bool = False
     return_generation_logits: bool = False
+    guide_type: str | None = None
+    guide: str | None = None
 
     @property
     def greedy(self) -> bool:
@@ -80,6 +88,11 @@ class GenerationRequest:
             raise InvalidRequest("min_tokens must be >= 0")
         if self.extra_id is not None and self.extra_id < 1:
             raise InvalidRequest("prompt_table_extra_id must be >= 1")
+        if self.guide_type is not None and self.guide_type not in GUIDE_TYPES:
+            raise InvalidRequest(f"unknown guided_decoding_guide_type {self.guide_type!r}")
+        if self.guide_type not in (None, "json") and self.guide is None:
+            # GuidedDecodingParams' check (tensorrt_llm/executor/guidedDecodingParams.cpp).
+            raise InvalidRequest("The guide string must be provided unless using GuideType::kJSON.")
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,11 @@ frequency over the output, ``min_tokens`` hides ``end_id``, bad word sequences a
 greedy argmax when the request is greedy, else temperature -> top-k -> top-p -> a draw from a
 ``torch.Generator`` seeded with the request's seed (so a seed replays exactly on CPU).
 Stopping (EOS, stop words, max_tokens) is the step loop's job, not this module's.
+With guided decoding (``guided.GuidedMask``) the tokens the grammar forbids are set to -inf
+first, on the model's logits, as TensorRT-LLM's ``GuidedDecoder::execute`` does before its
+decoder's penalty and sampling layers run (-inf stays -inf through every penalty); the chosen
+token then advances the grammar. Should ``min_tokens`` ban the only token a complete grammar
+allows (``end_id``), the grammar wins and generation ends.
 (TensorRT-LLM's penalty kernel, ``penaltyKernels.cu`` @249d93d5, scales by the temperature
 *before* the repetition, presence and frequency penalties and counts prompt tokens for all
 three; the two orders agree unless penalties meet a temperature other than 1.)
@@ -28,6 +33,7 @@ from dataclasses import dataclass
 
 import torch
 
+from server_repo.reference_kit.guided import GuidedMask
 from server_repo.reference_kit.request import GenerationRequest
 
 # TensorRT-LLM's penalty kernel scales by ``1 / (temperature + 1e-6)`` unless the temperature is
@@ -67,8 +73,10 @@ class Sampler:
         bad_words: Sequence[Sequence[int]],
         device: torch.device,
         normalize_log_probs: bool = False,
+        guide: GuidedMask | None = None,
     ) -> None:
         self.request = request
+        self.guide = guide
         self.normalize_log_probs = normalize_log_probs
         self.inverse_temperature = inverse_temperature(request.temperature)
         self.end_id = end_id
@@ -86,7 +94,15 @@ class Sampler:
     def sample(self, logits: torch.Tensor, generated: Sequence[int]) -> Sampled:
         """``choose``, plus the log probs and raw logits the request asked for (only those)."""
         request = self.request
-        adjusted = self._adjust(logits.float().clone(), generated)
+        adjusted = logits.float().clone()
+        if self.guide is not None:
+            self.guide.apply(adjusted)
+            masked = adjusted.clone()
+            adjusted = self._adjust(adjusted, generated)
+            if not bool(torch.isfinite(adjusted).any()):
+                adjusted = masked  # min_tokens banned the grammar's only way out
+        else:
+            adjusted = self._adjust(adjusted, generated)
         scaled: torch.Tensor | None = None
         if self.generator is None:
             token = int(torch.argmax(adjusted).item())
@@ -94,6 +110,8 @@ class Sampler:
             scaled = adjusted * self.inverse_temperature
             probs = self._filtered_probs(scaled)
             token = int(torch.multinomial(probs, 1, generator=self.generator).item())
+        if self.guide is not None:
+            self.guide.accept(token)
         if not (request.return_log_probs or request.return_generation_logits):
             return Sampled(token)
         log_prob = full_log_prob = None

@@ -79,6 +79,7 @@ class Seq2SeqEngine(ReferenceEngine):
             [self.encode(word) for word in request.bad_words],
             self.assets.device,
             self.normalize_log_probs,
+            prepared.guide,
         )
         stop = StopRule(
             prepared.end_id,

@@ -7,6 +7,7 @@ every config parsed and agreed, so a refused run leaves nothing half-written beh
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from server_repo.trtllm.errors import RepoError, TemplateError
 from server_repo.trtllm.families import LAYOUT_MODELS, WHISPER_ASSETS
 from server_repo.trtllm.fill import fill_template
 from server_repo.trtllm.gateway_config import compose_env, gateway_toml, launch_command
+from server_repo.trtllm.guided import TOKENIZER_INFO_FILE, tokenizer_info, wire_ensemble
 from server_repo.trtllm.request import RepoRequest
 from server_repo.trtllm.values import Values, model_values
 from server_repo.trtllm.verify import verify_repository
@@ -93,6 +95,14 @@ def _whisper_assets(request: RepoRequest, bls_version_dir: Path) -> list[str]:
     ]
 
 
+def _guided_decoding(request: RepoRequest, staging: Path) -> None:
+    """Write xgrammar's tokenizer info beside ``tensorrt_llm``'s config; wire the ensemble."""
+    assert request.tokenizer_dir is not None  # the multimodal layout requires it
+    info = tokenizer_info(request.tokenizer_dir)
+    (staging / "tensorrt_llm" / TOKENIZER_INFO_FILE).write_text(json.dumps(info))
+    wire_ensemble(staging / "ensemble" / "config.pbtxt")
+
+
 def _publish(staging: Path, output: Path, force: bool) -> None:
     if output.exists():
         if not force:
@@ -125,7 +135,9 @@ def build_repository(request: RepoRequest) -> Result:
             version_dir = staging / "whisper_bls" / "1"
             version_dir.mkdir(exist_ok=True)
             notes += _whisper_assets(request, version_dir)
-        verify_repository(staging, values, request.streaming)
+        if request.guided_decoding:
+            _guided_decoding(request, staging)
+        notes += verify_repository(staging, values, request)
         _publish(staging, output, request.force)
     launch = launch_command(request, request.server_path(all_models))
     config_path = _gateway_config_path(request)

@@ -149,6 +149,12 @@ def _entry(request: RepoRequest, engines: Engines) -> list[str]:
     return []
 
 
+def _guided(request: RepoRequest, engines: Engines) -> list[str]:
+    if request.guided_decoding and request.spec.layout == "whisper":
+        return ["--guided-decoding: whisper_bls takes no guide inputs (it is for LLM families)"]
+    return []
+
+
 def _whisper(request: RepoRequest, engines: Engines) -> list[str]:
     encoder = engines.encoder
     if encoder is None:
@@ -176,6 +182,7 @@ CHECKS: tuple[Check, ...] = (
     _reuse,
     _visual,
     _entry,
+    _guided,
     _whisper,
 )
 

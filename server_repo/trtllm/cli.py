@@ -48,6 +48,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     switches.add_argument("--kv-cache-reuse", action=argparse.BooleanOptionalAction, default=False)
     switches.add_argument("--streaming", action=argparse.BooleanOptionalAction, default=False)
     switches.add_argument("--entry", choices=["ensemble", "bls"], default="ensemble")
+    switches.add_argument(
+        "--guided-decoding",
+        action="store_true",
+        help="structured output (response_format, tools): xgrammar in tensorrt_llm, its "
+        "tokenizer info from --tokenizer-dir, the guide inputs wired through the ensemble",
+    )
     out = parser.add_argument_group("gateway and launch")
     out.add_argument("--model-id", help="OpenAI model id (default: the tokenizer dir's name)")
     out.add_argument("--triton-url", default=DEFAULT_TRITON_URL, help="gRPC host:port")
@@ -90,6 +96,7 @@ def request_from_args(args: argparse.Namespace) -> RepoRequest:
         whisper_assets=args.whisper_assets,
         path_maps=tuple(PathMap.parse(text) for text in args.path_map),
         force=args.force,
+        guided_decoding=args.guided_decoding,
     )
 
 

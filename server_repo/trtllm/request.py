@@ -57,6 +57,7 @@ class RepoRequest:
     whisper_assets: Path | None = None
     path_maps: tuple[PathMap, ...] = field(default_factory=tuple)
     force: bool = False
+    guided_decoding: bool = False
 
     @property
     def features(self) -> int:
@@ -75,6 +76,11 @@ class RepoRequest:
         if self.spec.layout == "whisper":
             return "whisper_bls"
         return "tensorrt_llm_bls" if self.entry == "bls" else "ensemble"
+
+    @property
+    def tokenizer_info_path(self) -> Path:
+        """Where ``--guided-decoding`` writes xgrammar's tokenizer info (beside the config)."""
+        return self.output.resolve() / "tensorrt_llm" / "xgrammar_tokenizer_info.json"
 
     def server_path(self, local: Path) -> str:
         """``local`` as the Triton server will see it (absolute; ``--path-map`` applied)."""

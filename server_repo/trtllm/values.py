@@ -54,6 +54,10 @@ def _tensorrt_llm(request: RepoRequest, engines: Engines, batch: int) -> Values:
         values["cross_kv_cache_fraction"] = str(request.cross_fraction)
     if engines.encoder is not None:
         values["encoder_engine_dir"] = request.server_path(engines.encoder.path)
+    if request.guided_decoding and request.tokenizer_dir is not None:
+        values["guided_decoding_backend"] = "xgrammar"
+        values["xgrammar_tokenizer_info_path"] = request.server_path(request.tokenizer_info_path)
+        values["tokenizer_dir"] = request.server_path(request.tokenizer_dir)  # Python backend
     return values
 
 

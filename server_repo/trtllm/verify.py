@@ -15,6 +15,7 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 from server_repo.trtllm.errors import TemplateError
+from server_repo.trtllm.request import RepoRequest
 from server_repo.trtllm.values import Values
 
 DataType = model_config_pb2.DataType
@@ -106,8 +107,15 @@ def _check_ensemble(repo: Path) -> None:
             raise TemplateError(f"{path}: step model {step.model_name!r} is not in the repository")
 
 
-def verify_repository(repo: Path, values: dict[str, Values], streaming: bool) -> None:
-    """Parse every model config under ``repo`` and check the values that must agree."""
+def verify_repository(repo: Path, values: dict[str, Values], request: RepoRequest) -> list[str]:
+    """Parse every model config under ``repo`` and check the values that must agree; notes
+    for the user come back (a BLS that cannot carry what was asked for)."""
     for name, model_values in values.items():
-        _check_model(name, repo / name / "config.pbtxt", model_values, streaming)
+        _check_model(name, repo / name / "config.pbtxt", model_values, request.streaming)
     _check_ensemble(repo)
+    if not request.guided_decoding:
+        return []
+    from server_repo.trtllm.guided import check_repository  # it reads configs with this module
+
+    info = Path(values["tensorrt_llm"]["xgrammar_tokenizer_info_path"])
+    return check_repository(repo, request.entry, info)

@@ -102,3 +102,34 @@ async def test_the_direct_grpc_tensors_are_those_the_gateway_sends() -> None:
     assert prepared.tensor[0] == "image_input" and prepared.extra_id == load.extra_id
     assert np.array_equal(prepared.tensor[1], load.tensor)
     assert load.tensor.shape == (1, 1, 3, 336, 336) and load.tensor.dtype == np.float16
+
+
+def test_scale_command_measures_each_worker_count(tmp_path: Path) -> None:
+    command = [
+        sys.executable, "-m", "bench", "scale", "--gateway-workers", "1,2", "--concurrency", "2",
+        "--tokens", "8", "--duration", "0.5", "--max-requests", "4", "--workers", "1",
+        "--triton-instances", "1", "--out", str(tmp_path),
+    ]  # fmt: skip
+    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = json.loads((tmp_path / "results.json").read_text())
+    measured = [(r["gateway_workers"], r["mode"]) for r in rows]
+    assert measured == [(0, "grpc"), (1, "gateway"), (0, "triton_http"), (2, "gateway")]
+    assert all(r["errors"] == 0 and r["tokens"] > 0 for r in rows)
+    assert "/ generate_stream" in (tmp_path / "report.md").read_text()
+    assert (tmp_path / "scale.png").stat().st_size > 5_000
+
+
+def test_replicas_workload_repeats_every_image_in_one_shuffled_order() -> None:
+    from collections import Counter
+
+    from bench.replicas import Figures, Workload, schedule, table
+
+    workload = Workload(images=5, repeats=3)
+    jobs = schedule(workload)
+    assert Counter(image for image, _ in jobs) == {i: 3 for i in range(5)}
+    assert jobs == schedule(workload) and jobs != sorted(jobs)  # same shuffle every run
+    rows = table(
+        [Figures("one replica", cached_tokens=200), Figures("affinity", cached_tokens=190)]
+    )
+    assert "| affinity | 0 | 0 | 0 | 190 | 95.0% |" in rows

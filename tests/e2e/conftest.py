@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import tempfile
 import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -128,6 +129,8 @@ def e2e_settings(triton: EmbeddedTriton) -> Settings:
         models=models,
         embedded=EmbeddedSettings(enabled=False),
         unsafe_allow_private_media_urls_for_tests=True,
+        # Stored responses (/v1/responses) in this run's own file, not the user's data folder.
+        responses={"store_path": Path(tempfile.mkdtemp(prefix="mmgw-e2e-")) / "r.sqlite3"},
     )
 
 

@@ -14,9 +14,12 @@ import asyncio
 import base64
 import io
 import json
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -30,6 +33,7 @@ from gateway.runtime import Runtime, build_runtime
 from tests.fakes.triton import FakeTriton
 from tests.fakes.vocabulary import tokenizer_file
 
+STORE_PREFIX = "mmgw-test-store-"
 TOKENS_PER_BLOCK = 64  # fake-onevision's kv_tokens_per_block (its config says 16)
 
 
@@ -73,10 +77,14 @@ def fake_settings(fake: FakeTriton, **overrides: Any) -> Settings:
     one media decoding worker (the test machine is small). ``overrides`` are Settings fields
     (sections as dicts of the fields to change)."""
     decode = {"workers": 1, **overrides.pop("decode", {})}
+    # Stored responses in a folder of this gateway's own (removed by FakeGateway.aclose).
+    store_path = Path(tempfile.mkdtemp(prefix=STORE_PREFIX)) / "responses.sqlite3"
+    responses = {"store_path": store_path, **overrides.pop("responses", {})}
     return Settings(
         models=served_models(fake.url),
         embedded=EmbeddedSettings(enabled=False),
         decode=decode,
+        responses=responses,
         **overrides,
     )
 
@@ -91,6 +99,9 @@ class FakeGateway:
 
     async def aclose(self) -> None:
         await self.runtime.aclose()
+        folder = self.runtime.store.path.parent
+        if folder.name.startswith(STORE_PREFIX):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 async def start_gateway(fake: FakeTriton, **overrides: Any) -> FakeGateway:

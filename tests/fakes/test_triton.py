@@ -44,7 +44,7 @@ def interface(config: dict) -> dict:
         ("server_repo/reference/reference_llava/config.pbtxt", ensemble_config("x")),
         (
             "server_repo/bench_models/loadgen_ensemble/config.pbtxt",
-            ensemble_config("x", log_probs=False),
+            ensemble_config("x", log_probs=False, guided=False),
         ),
         (
             "server_repo/reference/reference_llava_onevision/config.pbtxt",

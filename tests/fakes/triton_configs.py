@@ -45,6 +45,8 @@ _ENSEMBLE_INPUTS: tuple[tuple[str, str, tuple[int, ...], bool], ...] = (
     ("return_perf_metrics", "TYPE_BOOL", (1,), True),
     ("return_log_probs", "TYPE_BOOL", (1,), True),
     ("return_generation_logits", "TYPE_BOOL", (1,), True),
+    ("guided_decoding_guide_type", "TYPE_STRING", (1,), True),
+    ("guided_decoding_guide", "TYPE_STRING", (1,), True),
 )
 _ENSEMBLE_OUTPUTS = (
     ("text_output", "TYPE_STRING", (-1,)),
@@ -63,6 +65,9 @@ _LOG_PROB_TENSORS = frozenset(
      "generation_logits"}
 )  # fmt: skip
 _IMAGE_TYPES = {"image_input": "TYPE_FP16", "image_bytes_input": "TYPE_UINT8"}
+# Guided decoding (triton-contract.md section 9): declared by tensorrt_llm, the BLS and the
+# reference models, not by NVIDIA's multimodal ensemble unless mmgw trtllm-repo wired them.
+_GUIDE_TENSORS = frozenset({"guided_decoding_guide_type", "guided_decoding_guide"})
 # TensorRT-LLM's two spellings: tensorrtllm_backend v0.19 and later main.
 SPELLINGS = {
     "v0.19": {"min_tokens": "min_length", "seed": "random_seed"},
@@ -135,6 +140,7 @@ def ensemble_config(
     tokens_per_block: int = 16,
     only: Sequence[str] | None = None,
     log_probs: bool = True,
+    guided: bool = True,
 ) -> dict[str, Any]:
     """A multimodal ``ensemble`` (triton-contract.md section 2).
 
@@ -142,7 +148,9 @@ def ensemble_config(
     pixels: LLaVA-OneVision, Mllama, Qwen2-VL) or None; ``video`` adds ``video_bytes_input``;
     ``spelling`` picks v0.19's or current input names; ``only`` keeps just those inputs (a
     deployment built from an older or trimmed template); ``log_probs`` False leaves out the
-    log-prob and generation-logits tensors (the benchmark's load generator has none).
+    log-prob and generation-logits tensors (the benchmark's load generator has none);
+    ``guided`` False leaves out the guided-decoding inputs (NVIDIA's multimodal ensemble as
+    shipped, and the load generator).
     """
     names = {"image": image, "video": "video_bytes_input" if video else None, **SPELLINGS[spelling]}
     inputs = []
@@ -155,6 +163,8 @@ def ensemble_config(
             data_type = data_type or _IMAGE_TYPES[resolved]
             input_name = resolved
         if not log_probs and input_name in _LOG_PROB_TENSORS:
+            continue
+        if not guided and input_name in _GUIDE_TENSORS:
             continue
         if only is None or input_name in only:
             inputs.append((input_name, data_type, dims, optional))

@@ -69,7 +69,7 @@ class DiedBeforeReady(UpstreamUnavailable):
         self.exit_code = code
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the child: ask Linux to SIGTERM it if the gateway dies without cleaning up."""
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
@@ -252,7 +252,7 @@ class EmbeddedTriton:
             env=env,
             stdin=asyncio.subprocess.DEVNULL,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
         try:
             await self._wait_ready()

@@ -8,6 +8,7 @@ from tests.fakes.app import FakeGateway, start_gateway
 from tests.fakes.triton import FakeTriton
 
 API_KEY = "sk-route-tests"
+OTHER_KEY = "sk-route-tests-other"
 BODY_CAP = 4096  # server.max_body_bytes of the "guarded" gateway
 
 VARIANTS: dict[str, dict[str, Any]] = {
@@ -29,6 +30,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "api_keys": (API_KEY,),
         "server": {"max_in_flight": 1, "max_body_bytes": BODY_CAP},
     },
+    # Two API keys (stored responses are each key's own), a small stored-response cap.
+    "keyed": {"api_keys": (API_KEY, OTHER_KEY), "responses": {"max_stored_bytes": 64 * 1024}},
 }
 
 

@@ -42,6 +42,10 @@ T = TypeVar("T")
 OPERATIONS = {
     ("POST", "/v1/chat/completions"): 500,
     ("POST", "/v1/completions"): 150,
+    ("POST", "/v1/responses"): 100,
+    ("GET", "/v1/responses/{response_id}"): 10,
+    ("DELETE", "/v1/responses/{response_id}"): 10,
+    ("GET", "/v1/responses/{response_id}/input_items"): 20,
     ("POST", "/v1/audio/transcriptions"): 150,
     ("POST", "/v1/audio/translations"): 100,
     ("GET", "/v1/models"): 10,
@@ -214,6 +218,39 @@ def messages() -> st.SearchStrategy[list[dict[str, Any]]]:
     return st.builds(lambda first, last: [*first, last], st.lists(system, max_size=1), user)
 
 
+def responses_input() -> st.SearchStrategy[Any]:
+    """A Responses ``input``: a string, or the conversation above as input items."""
+    kinds = {"text": "input_text", "image_url": "input_image", "input_audio": "input_audio"}
+
+    def item(message: dict[str, Any]) -> dict[str, Any]:
+        content = message["content"]
+        if isinstance(content, str):
+            return message
+        parts = []
+        for part in content:
+            kind = kinds.get(part["type"], "input_file")
+            if kind == "input_text":
+                parts.append({"type": kind, "text": part["text"]})
+            elif kind == "input_image":
+                parts.append({"type": kind, "image_url": part["image_url"]["url"]})
+            elif kind == "input_audio":
+                parts.append({"type": kind, "input_audio": part["input_audio"]})
+            else:
+                parts.append({"type": kind, "file_data": part[part["type"]]["url"]})
+        return {**message, "content": parts}
+
+    return st.one_of(
+        st.text(min_size=1, max_size=40),
+        st.builds(lambda conversation: [item(m) for m in conversation], messages()),
+    )
+
+
+RESPONSES_REFUSED = (
+    "tools", "tool_choice", "text", "background", "conversation", "truncation", "reasoning",
+    "prompt", "max_tool_calls", "top_logprobs", "include", "previous_response_id",
+)  # fmt: skip
+
+
 # Fields the gateway refuses by design (400 unsupported_parameter), and stop sequences (which
 # must not be empty): a valid request often leaves them out, to get further.
 REFUSED = (
@@ -243,6 +280,14 @@ def steer(case: schemathesis.Case, data: st.DataObject) -> None:
             body["prompt"] = data.draw(st.text(max_size=40), "prompt")
         for name in ("logprobs", "suffix", "best_of", "logit_bias"):
             body.pop(name, None)
+        return
+    if case.path == "/v1/responses":
+        body["model"] = data.draw(st.sampled_from([*SERVED, original]), "model")
+        if data.draw(MOSTLY, "own input"):
+            body["input"] = data.draw(responses_input(), "input")
+        if data.draw(MOSTLY, "leave out refused fields"):
+            for name in RESPONSES_REFUSED:
+                body.pop(name, None)
         return
     if case.path == "/v1/chat/completions":
         body["model"] = data.draw(st.sampled_from([*SERVED, original]), "model")

@@ -41,6 +41,13 @@ DYNAMIC = (
 )
 INSTANCES = "instance_group [\n  {{\n    count: {count}\n    kind: KIND_CPU\n  }}\n]\n"
 
+# As tensorrt_llm and tensorrt_llm_bls declare them (NVIDIA's config.pbtxt @0c8de69a); the
+# multimodal ensemble does not.
+GUIDE_INPUTS = tuple(
+    _tensor(name, "TYPE_STRING", "1", OPTIONAL + "    allow_ragged_batch: true\n")
+    for name in ("guided_decoding_guide_type", "guided_decoding_guide")
+)
+
 TENSORRT_LLM = (
     HEADER.format(name="tensorrt_llm", backend="${triton_backend}")
     + DECOUPLED
@@ -56,6 +63,7 @@ TENSORRT_LLM = (
             "prompt_embedding_table", "${prompt_embedding_table_data_type}", "-1, -1", OPTIONAL
         ),
         _tensor("prompt_table_extra_ids", "TYPE_UINT64", "-1", OPTIONAL),
+        *GUIDE_INPUTS,
     )
     + _io(
         "output",
@@ -76,6 +84,9 @@ TENSORRT_LLM = (
         "normalize_log_probs",
         "enable_chunked_context",
         "gpu_device_ids",
+        "tokenizer_dir",
+        "guided_decoding_backend",
+        "xgrammar_tokenizer_info_path",
     )
     + _param("executor_worker_path", "/opt/tritonserver/backends/tensorrtllm/trtllmExecutorWorker")
 )
@@ -110,6 +121,7 @@ BLS = (
         "input",
         _tensor("text_input", "TYPE_STRING", "1"),
         _tensor("image_input", "TYPE_FP16", "-1, 3, -1, -1", OPTIONAL),
+        *GUIDE_INPUTS,
     )
     + _io(
         "output",

@@ -1,0 +1,308 @@
+"""One Responses API request, on the chat skeleton: refuse -> rebuild the conversation ->
+a chat request -> ``prepare_chat`` -> relay -> store.
+
+A Responses request is translated into the chat pipeline's ``ChatCompletionRequest``
+(``instructions`` as the system message, a continued conversation's inputs and outputs, then
+the new input; ``text.format`` as ``response_format``; function ``tools`` and ``tool_choice`` in
+chat's shape), so media, families, KV-cache ids, guided decoding and tool calling are chat's,
+not copies. What chat refuses it refuses here, with the Responses field's name
+(``max_output_tokens``, ``input[2].content[1]``). Parameters with no chat counterpart that the
+gateway cannot honour (``background``, hosted tools, ``conversation``...) are refused here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from gateway.errors import GatewayError, InvalidRequest
+from gateway.families.calls import Outcome
+from gateway.pipeline.chat import prepare_chat
+from gateway.pipeline.generation import VLLM_EXTENSIONS
+from gateway.pipeline.relay import Prepared
+from gateway.pipeline.responses_input import ChatMessages, normalise, to_chat
+from gateway.protocol.chat import ChatCompletionRequest
+from gateway.protocol.responses import FunctionTool, ResponsesRequest
+from gateway.runtime import Runtime
+from gateway.store import StoredResponse
+from gateway.streaming.responses import ResponseBuilder
+
+# include values: the input images' URLs are always listed; the others need what is not here.
+LOGPROBS = "message.output_text.logprobs"
+INCLUDABLE = frozenset({"message.input_image.image_url", LOGPROBS})
+# Chat's (and vLLM's) generation fields the Responses API lacks: handed to chat, which honours
+# or refuses each by name (top_k, stop, a LoRA adapter, frame sampling...).
+CHAT_EXTRAS = frozenset(
+    {"top_k", "min_tokens", "repetition_penalty", "ignore_eos", "presence_penalty",
+     "frequency_penalty", "stop", "logit_bias", "lora_task_id", "media_io_kwargs",
+     *VLLM_EXTENSIONS}
+)  # fmt: skip
+# Chat's spellings of what the Responses API names otherwise: refused, naming the right one.
+MISSPELT = {
+    "messages": "use input",
+    "max_tokens": "use max_output_tokens",
+    "max_completion_tokens": "use max_output_tokens",
+    "response_format": "use text.format",
+    "n": "a response is one answer",
+}
+# Chat's names for the fields a chat refusal may name, and their Responses names.
+_PARAMS = {
+    "max_completion_tokens": "max_output_tokens",
+    "max_tokens": "max_output_tokens",
+    "response_format": "text.format",
+    "messages": "input",
+}
+_MESSAGE = re.compile(r"messages\[(\d+)\]")
+
+
+@dataclass
+class ResponseJob:
+    """A Responses request made ready for the chat pipeline."""
+
+    request: ResponsesRequest
+    scope: str  # whose responses (the API key's digest; "" without keys)
+    input_items: list[dict[str, Any]]  # this request's own input, as stored and listed
+    chat: ChatCompletionRequest
+    origins: list[str]  # for each chat message, the Responses field it came from
+    builder: ResponseBuilder
+
+
+def refuse_unsupported(request: ResponsesRequest) -> None:
+    """Responses parameters the gateway cannot honour: a 400 naming each, never a drop."""
+    reasoning = request.reasoning
+    refusals = {
+        "background": ("background responses are not supported", bool(request.background)),
+        "conversation": ("conversation objects are not supported; use previous_response_id",
+                         request.conversation is not None),
+        "truncation": ("truncation 'auto' is not supported: a conversation longer than the "
+                       "model's context is refused", request.truncation == "auto"),
+        "reasoning": ("reasoning effort is not supported", reasoning is not None and (
+            reasoning.effort not in (None, "none") or reasoning.summary is not None)),
+        "prompt": ("prompt templates are not supported", request.prompt is not None),
+        "max_tool_calls": ("max_tool_calls is not supported", request.max_tool_calls is not None),
+        "text.verbosity": ("text.verbosity is not supported",
+                           request.text is not None and request.text.verbosity is not None),
+    }  # fmt: skip
+    for param, (message, refused) in refusals.items():
+        if refused:
+            raise InvalidRequest(message, param=param, code="unsupported_parameter")
+    for index, value in enumerate(request.include or ()):
+        if value not in INCLUDABLE:
+            raise InvalidRequest(
+                f"include value {value!r} is not supported", param=f"include[{index}]",
+                code="unsupported_parameter",
+            )  # fmt: skip
+    if request.input is None and request.previous_response_id is None:
+        raise InvalidRequest("input is required", param="input")
+    for name, hint in MISSPELT.items():
+        if name in (request.model_extra or {}):
+            raise InvalidRequest(
+                f"'{name}' is not a Responses API field: {hint}", param=name,
+                code="unsupported_parameter",
+            )  # fmt: skip
+
+
+def chat_extras(request: ResponsesRequest) -> dict[str, Any]:
+    """The chat generation fields this request carries, for chat to honour or refuse."""
+    return {k: v for k, v in (request.model_extra or {}).items() if k in CHAT_EXTRAS}
+
+
+def chat_logprobs(request: ResponsesRequest) -> dict[str, Any]:
+    """Token log probabilities are returned when ``include`` asks for them, with
+    ``top_logprobs`` alternatives each (OpenAI's rule); chat computes them."""
+    if LOGPROBS not in (request.include or ()):
+        return {}
+    return {"logprobs": True, "top_logprobs": request.top_logprobs or 0}
+
+
+def chat_tools(request: ResponsesRequest) -> dict[str, Any]:
+    """``tools``, ``tool_choice`` and ``parallel_tool_calls`` in chat's shape."""
+    fields: dict[str, Any] = {}
+    tools = []
+    for index, raw in enumerate(request.tools or ()):
+        where = f"tools[{index}]"
+        if raw.get("type") != "function":
+            raise InvalidRequest(
+                f"tools of type {raw.get('type')!r} are not supported: hosted tools (web search, "
+                "file search, code interpreter, computer...) are OpenAI's; only function tools "
+                "are served", param=f"{where}.type", code="unsupported_parameter",
+            )  # fmt: skip
+        try:
+            tool = FunctionTool.model_validate(raw)
+        except ValidationError as exc:
+            error = exc.errors(include_url=False)[0]
+            raise InvalidRequest(f"{where}: {error['msg']}", param=where) from None
+        tools.append(
+            {"type": "function", "function": tool.model_dump(exclude={"type"}, exclude_none=True)}
+        )
+    if tools:
+        fields["tools"] = tools
+    choice = request.tool_choice
+    if isinstance(choice, dict):
+        if choice.get("type") != "function" or not isinstance(choice.get("name"), str):
+            raise InvalidRequest(
+                "tool_choice must be 'none', 'auto', 'required' or a function "
+                '{"type": "function", "name": ...}', param="tool_choice",
+                code="unsupported_parameter",
+            )  # fmt: skip
+        choice = {"type": "function", "function": {"name": choice["name"]}}
+    elif choice not in (None, "none", "auto", "required"):
+        raise InvalidRequest(f"tool_choice {choice!r} is not supported", param="tool_choice")
+    if choice not in (None, "none", "auto") and not tools:
+        raise InvalidRequest("tool_choice needs function tools", param="tool_choice")
+    if choice is not None and tools:
+        fields["tool_choice"] = choice
+    if request.parallel_tool_calls is not None and tools:
+        fields["parallel_tool_calls"] = request.parallel_tool_calls
+    return fields
+
+
+def response_format(request: ResponsesRequest) -> dict[str, Any] | None:
+    """``text.format`` as chat's ``response_format``."""
+    form = request.text.format if request.text is not None else None
+    if form is None or form.type == "text":
+        return None
+    if form.type == "json_object":
+        return {"type": "json_object"}
+    schema = dict(form.model_extra or {})
+    return {"type": "json_schema", "json_schema": schema}
+
+
+def echo(request: ResponsesRequest) -> dict[str, Any]:
+    """The request's fields the response object repeats."""
+    text = request.text.model_dump(exclude_none=True) if request.text is not None else {}
+    return {
+        "model": request.model,
+        "instructions": request.instructions,
+        "max_output_tokens": request.max_output_tokens,
+        "max_tool_calls": None,
+        "metadata": request.metadata or {},
+        "parallel_tool_calls": request.parallel_tool_calls is not False,
+        "previous_response_id": request.previous_response_id,
+        "reasoning": {"effort": None, "summary": None},
+        "service_tier": "default",
+        "store": request.store,
+        "temperature": request.temperature,
+        "text": {"format": {"type": "text"}, **text},
+        "tool_choice": request.tool_choice or "auto",
+        "tools": request.tools or [],
+        "top_logprobs": request.top_logprobs or 0,
+        "top_p": request.top_p,
+        "truncation": "disabled",
+        "user": request.user,
+    }
+
+
+async def draft_response(
+    request: ResponsesRequest, runtime: Runtime, scope: str, builder: ResponseBuilder
+) -> ResponseJob:
+    """Refusals, the conversation rebuilt, the chat request: all before any media work."""
+    refuse_unsupported(request)
+    runtime.model(request.model)  # 404 for an unknown model before the store is read
+    items = normalise(request.input) if request.input is not None else []
+    messages = ChatMessages()
+    if request.instructions:
+        messages.add({"role": "system", "content": request.instructions}, "instructions")
+    if request.previous_response_id is not None:
+        chain = await runtime.store.chain(request.previous_response_id, scope)
+        if not chain or chain[0].previous_id is not None:
+            raise InvalidRequest(
+                f"previous response '{request.previous_response_id}' was not found, or a "
+                "response it continued is gone",
+                param="previous_response_id", code="previous_response_not_found",
+            )  # fmt: skip
+        to_chat(conversation(chain), messages, "previous_response_id")
+    to_chat(items, messages, None)
+    fields = {
+        "model": request.model, "messages": messages.messages, "stream": request.stream,
+        "max_completion_tokens": request.max_output_tokens, "temperature": request.temperature,
+        "top_p": request.top_p, "seed": request.seed, "user": request.user,
+        "response_format": response_format(request), **chat_tools(request),
+        **chat_extras(request), **chat_logprobs(request),
+    }  # fmt: skip
+    try:
+        chat = ChatCompletionRequest.model_validate(fields)
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        field = str(error["loc"][0]) if error["loc"] else "messages"
+        param = _PARAMS.get(field, field)
+        raise InvalidRequest(f"{param}: {error['msg']}", param=param) from None
+    job = ResponseJob(request, scope, items, chat, messages.origins, builder)
+    if request.store:
+        check_stored_size(job, runtime.settings.responses.max_stored_bytes)
+    return job
+
+
+def conversation(chain: list[StoredResponse]) -> list[dict[str, Any]]:
+    """The items of a stored conversation, oldest first: each response's input, then its
+    output (what ``input_items`` lists, and what a continuation replays)."""
+    items: list[dict[str, Any]] = []
+    for earlier in chain:
+        items += earlier.input_items
+        items += earlier.response["output"]
+    return items
+
+
+def check_stored_size(job: ResponseJob, limit: int) -> None:
+    size = len(json.dumps(job.input_items, separators=(",", ":")))
+    if size > limit:
+        raise InvalidRequest(
+            f"this input is {size} bytes as stored; stored responses may hold at most {limit} "
+            "(send store: false, or raise [responses] max_stored_bytes)",
+            param="store", code="request_too_large",
+        )  # fmt: skip
+
+
+async def prepare_response(job: ResponseJob, runtime: Runtime) -> list[Prepared]:
+    """``prepare_chat``, its refusals named as the Responses API names the fields."""
+    try:
+        return await prepare_chat(job.chat, runtime)
+    except GatewayError as exc:
+        rename(exc, job.origins)
+        raise
+
+
+def rename(error: GatewayError, origins: list[str]) -> None:
+    """Chat's field names in an error, as this request named them."""
+
+    def origin(match: re.Match[str]) -> str:
+        index = int(match.group(1))
+        return origins[index] if index < len(origins) else match.group(0)
+
+    error.message = _MESSAGE.sub(origin, error.message)
+    for chat_name, ours in _PARAMS.items():
+        if chat_name != "messages":  # a word of many messages; only its indexed form is renamed
+            error.message = error.message.replace(chat_name, ours)
+    if error.param is not None:
+        error.param = _MESSAGE.sub(origin, error.param)
+        head, dot, rest = error.param.partition(".")
+        error.param = _PARAMS.get(head, head) + dot + rest
+
+
+async def stored(
+    events: AsyncIterator[Any], job: ResponseJob, runtime: Runtime
+) -> AsyncIterator[Any]:
+    """The relay's items, each added to the response first; at the end the response is
+    stored (when asked) before its outcome goes on, so it can be read or continued as soon as
+    the client has it."""
+    builder = job.builder
+    try:
+        async for item in events:
+            if isinstance(item, Outcome):
+                final = builder.finish(item)
+                if job.request.store:
+                    await runtime.store.put(
+                        StoredResponse(builder.id, job.scope, time.time(),
+                                       job.request.previous_response_id, final, job.input_items)
+                    )  # fmt: skip
+            else:
+                builder.add(item)
+            yield item
+    finally:
+        await events.aclose()  # type: ignore[attr-defined]

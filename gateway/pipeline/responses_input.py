@@ -1,0 +1,243 @@
+"""Responses ``input`` items -> the items as stored (and listed) -> chat messages.
+
+A request's input is normalised once into OpenAI's item shapes, each with an id
+(``msg_...``, ``fc_...``, ``fco_...``): that is what ``input_items`` lists and what a
+continuation replays. Replayed conversations (earlier inputs and outputs) and the new input
+become chat messages the same way, so ``/v1/responses`` reaches the model through the chat
+pipeline: the same families, media plane, prompt rendering and KV-cache ids. Each chat message
+remembers where it came from (``input[2]``), so the chat pipeline's refusals can name the
+Responses field.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from gateway.errors import InvalidRequest
+from gateway.protocol.chat import ChatMessage
+from gateway.protocol.responses import (
+    ITEM_TYPES,
+    FunctionCallItem,
+    FunctionCallOutputItem,
+    InputAudio,
+    InputFile,
+    InputImage,
+    InputItem,
+    InputText,
+    MessageItem,
+    OutputText,
+    Refusal,
+)
+
+# OpenAI's other item types: known, not served here (hosted tools, reasoning, references).
+KNOWN_ITEM_TYPES = frozenset(
+    {
+        "reasoning", "item_reference", "file_search_call", "web_search_call", "computer_call",
+        "computer_call_output", "code_interpreter_call", "image_generation_call",
+        "local_shell_call", "local_shell_call_output", "shell_call", "shell_call_output",
+        "apply_patch_call", "apply_patch_call_output", "mcp_list_tools", "mcp_approval_request",
+        "mcp_approval_response", "mcp_call", "custom_tool_call", "custom_tool_call_output",
+        "tool_search_call", "tool_search_output", "compaction", "program", "program_output",
+    }
+)  # fmt: skip
+# Chat messages carry tool calls once tool calling lands in chat (protocol/chat.py): until
+# then a tool loop's items are refused by name rather than dropped.
+CHAT_TAKES_TOOL_CALLS = "tool_calls" in ChatMessage.model_fields
+_MEDIA_PART = {"image": "image_url", "video": "video_url", "audio": "audio_url"}
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+def _checked(raw: object, where: str) -> InputItem:
+    """One raw input item as its type, or a 400 naming it."""
+    if not isinstance(raw, dict):
+        raise InvalidRequest(f"{where}: an input item must be an object", param=where)
+    kind = raw.get("type", "message")
+    model = ITEM_TYPES.get(kind) if isinstance(kind, str) else None
+    if model is None:
+        if kind in KNOWN_ITEM_TYPES:
+            raise InvalidRequest(
+                f"input items of type '{kind}' are not supported by this gateway ({where})",
+                param=f"{where}.type", code="unsupported_parameter",
+            )  # fmt: skip
+        raise InvalidRequest(
+            f"{where}.type: unknown input item type {kind!r}; expected 'message', "
+            "'function_call' or 'function_call_output'",
+            param=f"{where}.type", code="invalid_value",
+        )  # fmt: skip
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        deepest = max(errors, key=lambda error: len(error["loc"]))  # the union member that got
+        place = where + _place(deepest["loc"])  # furthest, as routes/body.py reports
+        raise InvalidRequest(f"{place}: {deepest['msg']}", param=place) from None
+
+
+_PART_TYPES = frozenset(
+    {"input_text", "input_image", "input_audio", "input_file", "output_text", "refusal"}
+)
+
+
+def _place(loc: Sequence[int | str]) -> str:
+    """``.content[1].image_url``: pydantic's union members and tags left out."""
+    kept = []
+    for step in loc:
+        if isinstance(step, int):
+            kept.append(f"[{step}]")
+        elif "[" not in step and step not in ("str", "list") and step not in _PART_TYPES:
+            kept.append(f".{step}")
+    return "".join(kept)
+
+
+def _part(part: Any, role: str, where: str) -> dict[str, Any]:
+    """One content part in its stored shape (an assistant's text as ``output_text``)."""
+    if isinstance(part, (InputText, OutputText)):
+        if role == "assistant":
+            return {"type": "output_text", "text": part.text, "annotations": []}
+        return {"type": "input_text", "text": part.text}
+    if isinstance(part, Refusal):
+        return {"type": "refusal", "refusal": part.refusal}
+    if role != "user":
+        raise InvalidRequest(
+            f"{part.type} parts are only allowed in user messages ({where})", param=where
+        )
+    if isinstance(part, InputImage):
+        if part.file_id is not None or part.image_url is None:
+            raise InvalidRequest(
+                f"{where}: send the image as image_url (an http(s) or data: URL); this gateway "
+                "has no Files API for file_id",
+                param=f"{where}.file_id", code="unsupported_parameter",
+            )  # fmt: skip
+        return {"type": "input_image", "image_url": part.image_url, "detail": part.detail or "auto"}
+    if isinstance(part, InputAudio):
+        return {"type": "input_audio", "input_audio": part.input_audio.model_dump()}
+    return _file(part, where)
+
+
+def _file(part: InputFile, where: str) -> dict[str, Any]:
+    """An ``input_file`` the families can take: an image, video or audio as a data: URL."""
+    data = part.file_data or ""
+    media_type = data[5:].split(";", 1)[0].split("/", 1)[0] if data.startswith("data:") else ""
+    if media_type not in _MEDIA_PART:
+        raise InvalidRequest(
+            f"{where}: input_file is supported as file_data holding a data: URL of an image, "
+            "a video or an audio clip (no Files API, no documents)",
+            param=where, code="unsupported_content_part",
+        )  # fmt: skip
+    return {"type": "input_file", "file_data": data, "filename": part.filename}
+
+
+def _content(item: MessageItem, where: str) -> list[dict[str, Any]]:
+    if isinstance(item.content, str):
+        text = InputText(type="input_text", text=item.content)
+        return [_part(text, item.role, where)]
+    return [_part(p, item.role, f"{where}.content[{i}]") for i, p in enumerate(item.content)]
+
+
+def _output_text(output: str | list[Any]) -> str:
+    if isinstance(output, str):
+        return output
+    return "\n".join(p.text for p in output if isinstance(p, (InputText, OutputText)))
+
+
+def normalise(raw: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A request's ``input`` as stored items, each with an id of its own."""
+    if isinstance(raw, str):
+        return [_message("user", [{"type": "input_text", "text": raw}])]
+    stored: list[dict[str, Any]] = []
+    for index, value in enumerate(raw):
+        where = f"input[{index}]"
+        item = _checked(value, where)
+        if isinstance(item, MessageItem):
+            stored.append(_message(item.role, _content(item, where)))
+        elif isinstance(item, FunctionCallItem):
+            stored.append(
+                {"id": new_id("fc"), "type": "function_call", "status": "completed",
+                 "call_id": item.call_id, "name": item.name, "arguments": item.arguments}
+            )  # fmt: skip
+        else:
+            assert isinstance(item, FunctionCallOutputItem)
+            stored.append(
+                {"id": new_id("fco"), "type": "function_call_output", "status": "completed",
+                 "call_id": item.call_id, "output": _output_text(item.output)}
+            )  # fmt: skip
+    if not stored:
+        raise InvalidRequest("input has no items", param="input")
+    return stored
+
+
+def _message(role: str, content: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"id": new_id("msg"), "type": "message", "role": role, "status": "completed",
+            "content": content}  # fmt: skip
+
+
+@dataclass
+class ChatMessages:
+    """Chat messages, and for each the Responses field it came from."""
+
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    origins: list[str] = field(default_factory=list)
+
+    def add(self, message: dict[str, Any], origin: str) -> None:
+        self.messages.append(message)
+        self.origins.append(origin)
+
+
+def _chat_part(part: dict[str, Any]) -> dict[str, Any]:
+    kind = part["type"]
+    if kind in ("input_text", "output_text"):
+        return {"type": "text", "text": part["text"]}
+    if kind == "refusal":
+        return {"type": "text", "text": part["refusal"]}
+    if kind == "input_image":
+        detail = part.get("detail")
+        image = {"url": part["image_url"], "detail": None if detail == "original" else detail}
+        return {"type": "image_url", "image_url": image}
+    if kind == "input_audio":
+        return {"type": "input_audio", "input_audio": part["input_audio"]}
+    media = part["file_data"][5:].split("/", 1)[0]  # checked by _file
+    return {"type": _MEDIA_PART[media], _MEDIA_PART[media]: {"url": part["file_data"]}}
+
+
+def to_chat(items: Sequence[dict[str, Any]], out: ChatMessages, origin: str | None) -> None:
+    """Stored items (a request's input, or an earlier response's output) as chat messages;
+    ``origin`` None: each is named by its place in this request's ``input``."""
+    for index, item in enumerate(items):
+        where = origin or f"input[{index}]"
+        kind = item["type"]
+        if kind == "message":
+            parts = [_chat_part(p) for p in item["content"]]
+            if item["role"] == "assistant":
+                text = "".join(p["text"] for p in parts if p["type"] == "text")
+                out.add({"role": "assistant", "content": text}, where)
+            else:
+                out.add({"role": item["role"], "content": parts}, where)
+            continue
+        if not CHAT_TAKES_TOOL_CALLS:
+            raise InvalidRequest(
+                f"{kind} items need tool calling, which this gateway does not support yet "
+                f"({where})",
+                param=where, code="unsupported_parameter",
+            )  # fmt: skip
+        if kind == "function_call":
+            call = {"id": item["call_id"], "type": "function",
+                    "function": {"name": item["name"], "arguments": item["arguments"]}}  # fmt: skip
+            previous = out.messages[-1] if out.messages else None
+            if previous is not None and previous.get("tool_calls"):
+                previous["tool_calls"].append(call)  # parallel calls: one assistant turn
+            else:
+                out.add({"role": "assistant", "content": None, "tool_calls": [call]}, where)
+        elif kind == "function_call_output":
+            out.add(
+                {"role": "tool", "tool_call_id": item["call_id"], "content": item["output"]}, where
+            )
+        else:  # an output item of a kind this gateway never produces
+            raise InvalidRequest(f"cannot replay a '{kind}' item ({where})", param=where)

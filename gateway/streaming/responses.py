@@ -1,0 +1,290 @@
+"""The Responses API's answer: the ``response`` object as it grows, and its event stream.
+
+``ResponseBuilder`` holds the response: fed every item the relay yields (text pieces, tool-call
+deltas, then the ``Outcome``), it keeps the output items (a ``message`` with one
+``output_text`` part, ``function_call``s) and builds the object OpenAI's schema describes, for
+the JSON answer, the store and the stream's lifecycle events alike. ``ResponseEvents`` is the
+stream's ``EventFormat`` (``sse.stream_events``): ``response.created``, ``.in_progress``, then
+for each output item ``output_item.added`` (and ``content_part.added``), its deltas, its
+``.done`` events, and ``response.completed`` (``.incomplete`` when cut by
+``max_output_tokens``; ``.failed`` with the error). Every event carries a ``sequence_number``.
+The builder is fed an item before the writer formats it, so the writer reads item ids and
+finished texts from it.
+
+The per-token frame is a constant prefix per output item, the JSON-escaped piece and the
+sequence number: no model and no dict per token.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from gateway.errors import GatewayError
+from gateway.families.calls import Outcome, Scored, TokenLogprob
+from gateway.streaming.logprobs import chat_logprobs
+
+
+@runtime_checkable
+class ToolCallDelta(Protocol):
+    """A piece of a function call the model is making (what a tool-call parser yields):
+    ``index`` tells parallel calls apart; ``id`` and ``name`` come with a call's first piece."""
+
+    index: int
+    id: str | None
+    name: str | None
+    arguments: str
+
+
+def new_response_id() -> str:
+    return f"resp_{uuid.uuid4().hex}"
+
+
+def piece_text(item: object) -> str:
+    """A text piece of the relay: a ``str``, or a piece that carries ``.text`` (one with token
+    log probabilities)."""
+    if isinstance(item, str):
+        return item
+    text = getattr(item, "text", None)
+    if not isinstance(text, str):
+        raise TypeError(f"the relay yielded {type(item).__name__}, not a text piece")
+    return text
+
+
+class ResponseBuilder:
+    """One response object: ``echo`` holds the request's fields it repeats (model,
+    instructions, tools, ...); output items are added as the relay's items come."""
+
+    def __init__(self, response_id: str, created_at: int, echo: dict[str, Any]) -> None:
+        self.id = response_id
+        self.created_at = created_at
+        self.echo = echo
+        self.items: list[dict[str, Any]] = []
+        self.final: dict[str, Any] | None = None
+        self._pieces: list[str] = []  # the open message's text, joined when it closes
+        self._tokens: list[TokenLogprob] = []  # its tokens, when log probabilities are asked
+        self._message: int | None = None  # index of the open message item
+        self._calls: dict[int, int] = {}  # tool call index -> output index
+
+    @property
+    def current(self) -> int:
+        """The index of the output item the last piece went to."""
+        return len(self.items) - 1
+
+    def add(self, item: object) -> None:
+        # A str first: the per-token path; a runtime Protocol check costs a few hasattr calls.
+        if not isinstance(item, str) and isinstance(item, ToolCallDelta):
+            self._tool_call(item)
+            return
+        if self._message is None:
+            self._close_message("completed")
+            self._message = len(self.items)
+            self.items.append(
+                {"id": f"msg_{uuid.uuid4().hex}", "type": "message", "status": "in_progress",
+                 "role": "assistant", "content": []}
+            )  # fmt: skip
+        self._pieces.append(piece_text(item))
+        if isinstance(item, Scored):
+            self._tokens.extend(item.tokens)
+
+    def _tool_call(self, delta: ToolCallDelta) -> None:
+        index = self._calls.get(delta.index)
+        if index is None:
+            self._close_message("completed")
+            index = self._calls[delta.index] = len(self.items)
+            self.items.append(
+                {"id": f"fc_{uuid.uuid4().hex}", "type": "function_call", "status": "in_progress",
+                 "call_id": delta.id or f"call_{uuid.uuid4().hex}", "name": delta.name or "",
+                 "arguments": ""}
+            )  # fmt: skip
+        self.items[index]["arguments"] += delta.arguments
+
+    def _close_message(self, status: str) -> None:
+        if self._message is None:
+            return
+        message = self.items[self._message]
+        message["status"] = status
+        message["content"] = [text_part("".join(self._pieces), self._tokens)]
+        self._message = None
+        self._pieces = []
+        self._tokens = []
+
+    def finish(self, outcome: Outcome) -> dict[str, Any]:
+        """The final response: every item closed, the status, the usage."""
+        cut = outcome.finish_reason == "length"
+        status = "incomplete" if cut else "completed"
+        self._close_message(status)
+        for item in self.items:
+            if item["type"] == "function_call":
+                item["status"] = status
+        usage = outcome.usage
+        self.final = self.snapshot(status)
+        self.final["usage"] = {
+            "input_tokens": usage.prompt_tokens,
+            # Triton reports reused KV blocks, not blocks written: cache_write_tokens is 0.
+            "input_tokens_details": {"cached_tokens": usage.cached_tokens or 0,
+                                     "cache_write_tokens": 0},
+            "output_tokens": usage.completion_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+        }  # fmt: skip
+        if cut:
+            self.final["incomplete_details"] = {"reason": "max_output_tokens"}
+        return self.final
+
+    def snapshot(self, status: str, output: bool = True) -> dict[str, Any]:
+        """The response object now (lifecycle events carry it)."""
+        return {
+            "id": self.id,
+            "object": "response",
+            "created_at": self.created_at,
+            "status": status,
+            "background": False,
+            "error": None,
+            "incomplete_details": None,
+            **self.echo,
+            "output": [dict(item) for item in self.items] if output else [],
+            "usage": None,
+        }
+
+    def failed(self, error: GatewayError) -> dict[str, Any]:
+        """The response when generation failed after the stream began."""
+        self._close_message("incomplete")
+        response = self.snapshot("failed")
+        code = "rate_limit_exceeded" if error.status_code == 429 else "server_error"
+        response["error"] = {"code": code, "message": f"{error.message} ({error.code})"}
+        return response
+
+    def text_of(self, index: int) -> str:
+        item = self.items[index]
+        if index == self._message:
+            return "".join(self._pieces)
+        return "".join(part["text"] for part in item["content"])
+
+    def logprobs_of(self, index: int) -> list[dict[str, Any]]:
+        """The message's token log probabilities (empty unless asked for)."""
+        if index == self._message:
+            return token_logprobs(self._tokens)
+        return [entry for part in self.items[index]["content"] for entry in part["logprobs"]]
+
+
+def token_logprobs(tokens: Sequence[TokenLogprob]) -> list[dict[str, Any]]:
+    """Each token as the Responses API lists it (chat's ``logprobs.content`` entries)."""
+    return chat_logprobs(tokens)["content"] if tokens else []
+
+
+def text_part(text: str, tokens: Sequence[TokenLogprob] = ()) -> dict[str, Any]:
+    return {
+        "type": "output_text", "text": text, "annotations": [],
+        "logprobs": token_logprobs(tokens),
+    }  # fmt: skip
+
+
+def event_frame(payload: dict[str, Any]) -> bytes:
+    """One event: ``event:`` names its type, as OpenAI's stream does."""
+    data = json.dumps(payload, separators=(",", ":"))
+    return f"event: {payload['type']}\ndata: {data}\n\n".encode()
+
+
+class ResponseEvents:
+    """The ``sse.EventFormat`` of a streamed response, reading the items from ``builder``."""
+
+    done = b""  # the Responses stream has no terminator: response.completed is the end
+
+    def __init__(self, builder: ResponseBuilder) -> None:
+        self.builder = builder
+        self.sequence = 0
+        self._open: int | None = None  # the output item whose events are being sent
+        self._delta_prefix = b""
+
+    def _event(self, kind: str, **fields: Any) -> bytes:
+        frame = event_frame({"type": kind, "sequence_number": self.sequence, **fields})
+        self.sequence += 1
+        return frame
+
+    @property
+    def start(self) -> bytes:
+        snapshot = self.builder.snapshot("in_progress", output=False)
+        return self._event("response.created", response=snapshot) + self._event(
+            "response.in_progress", response=snapshot
+        )
+
+    def content(self, item: object) -> bytes:
+        frames = b""
+        current = self.builder.current
+        if current != self._open:
+            frames = self._close() + self._announce(current)
+        if not isinstance(item, str) and isinstance(item, ToolCallDelta):
+            return frames + self._event(
+                "response.function_call_arguments.delta",
+                item_id=self.builder.items[current]["id"], output_index=current,
+                delta=item.arguments,
+            )  # fmt: skip
+        if isinstance(item, Scored):
+            return frames + self._event(
+                "response.output_text.delta", item_id=self.builder.items[current]["id"],
+                output_index=current, content_index=0, logprobs=token_logprobs(item.tokens),
+                delta=item.text,
+            )  # fmt: skip
+        sequence = str(self.sequence).encode()
+        self.sequence += 1
+        piece = json.dumps(piece_text(item)).encode()
+        return frames + self._delta_prefix + piece + b',"sequence_number":' + sequence + b"}\n\n"
+
+    def _announce(self, index: int) -> bytes:
+        """``output_item.added`` (and a message's ``content_part.added``) for item ``index``."""
+        self._open = index
+        item = dict(self.builder.items[index])
+        if item["type"] != "message":  # its arguments come as deltas, the first one included
+            item["arguments"] = ""
+            return self._event("response.output_item.added", output_index=index, item=item)
+        frames = self._event("response.output_item.added", output_index=index, item=item)
+        frames += self._event(
+            "response.content_part.added", item_id=item["id"], output_index=index,
+            content_index=0, part=text_part(""),
+        )  # fmt: skip
+        head = {"type": "response.output_text.delta", "item_id": item["id"],
+                "output_index": index, "content_index": 0, "logprobs": []}  # fmt: skip
+        self._delta_prefix = (
+            b"event: response.output_text.delta\ndata: "
+            + json.dumps(head, separators=(",", ":"))[:-1].encode()
+            + b',"delta":'
+        )
+        return frames
+
+    def _close(self) -> bytes:
+        """The ``.done`` events of the open item (its text or arguments are complete)."""
+        index = self._open
+        if index is None:
+            return b""
+        self._open = None
+        item = self.builder.items[index]
+        if item["type"] == "function_call":
+            return self._event(
+                "response.function_call_arguments.done", item_id=item["id"],
+                output_index=index, arguments=item["arguments"],
+            ) + self._event("response.output_item.done", output_index=index, item=item)  # fmt: skip
+        text = self.builder.text_of(index)
+        where = {"item_id": item["id"], "output_index": index, "content_index": 0}
+        return (
+            self._event(
+                "response.output_text.done",
+                **where,
+                text=text,
+                logprobs=self.builder.logprobs_of(index),
+            )
+            + self._event("response.content_part.done", **where, part=text_part(text))
+            + self._event("response.output_item.done", output_index=index, item=item)
+        )
+
+    def finish(self, outcome: Outcome) -> bytes:
+        """The last item's ``.done`` events, then ``response.completed`` or ``.incomplete``."""
+        final = self.builder.final or self.builder.finish(outcome)
+        closing = self._close()
+        kind = "response.incomplete" if final["status"] == "incomplete" else "response.completed"
+        return closing + self._event(kind, response=final)
+
+    def failure(self, error: GatewayError) -> bytes:
+        return self._event("response.failed", response=self.builder.failed(error))
