@@ -114,7 +114,7 @@ class FakeClient:
         ] + [response_message(" end", True)]
 
     async def stream(
-        self, model: str, inputs: list[Any], request_id: str, outputs: Any = ()
+        self, model: str, inputs: list[Any], request_id: str, outputs: Any = (), route: Any = None
     ) -> AsyncIterator[Any]:
         for response in self.responses:
             yield response

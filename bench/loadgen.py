@@ -18,6 +18,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from multiprocessing.synchronize import Barrier
+from typing import TYPE_CHECKING
 
 from bench.httpstream import (
     OPENAI_MARKER,
@@ -27,19 +28,24 @@ from bench.httpstream import (
     StreamTiming,
 )
 
+if TYPE_CHECKING:
+    from bench.images import ImageLoad
+
 PROMPT = "Describe the benchmark in a few words."
 BARRIER_SLACK_S = 180.0
 
 
 @dataclass(frozen=True)
 class Target:
-    """What a phase talks to. ``mode``: grpc, gateway, triton_http or litellm."""
+    """What a phase talks to. ``mode``: grpc, gateway, triton_http or litellm; ``image``:
+    every request carries this one image (gateway: a data: URL; grpc: its tensors)."""
 
     mode: str
     port: int
     model: str
     path: str = ""
     headers: tuple[tuple[str, str], ...] = ()
+    image: ImageLoad | None = None
 
 
 @dataclass(frozen=True)
@@ -106,9 +112,13 @@ def _http_user(target: Target, tokens: int) -> tuple[Request, Callable[[], Await
         payload: dict[str, object] = {"text_input": PROMPT, "max_tokens": tokens, "stream": True}
         marker = TRITON_MARKER
     else:
+        content: object = PROMPT
+        if target.image is not None:
+            picture = {"type": "image_url", "image_url": {"url": target.image.data_url}}
+            content = [{"type": "text", "text": PROMPT}, picture]
         payload = {
             "model": target.model,
-            "messages": [{"role": "user", "content": PROMPT}],
+            "messages": [{"role": "user", "content": content}],
             "max_tokens": tokens,
             "stream": True,
         }
@@ -134,6 +144,11 @@ def _grpc_users(target: Target, tokens: int, count: int) -> tuple[list[Request],
         tensor("max_tokens", "INT32", tokens, np.int32),
         tensor("stream", "BOOL", True, np.bool_),
     ]
+    if target.image is not None:  # the tensors the gateway would send for the same JPEG
+        pixels = grpcclient.InferInput("image_input", list(target.image.tensor.shape), "FP16")
+        pixels.set_data_from_numpy(target.image.tensor)
+        inputs.append(pixels)
+        inputs.append(tensor("prompt_table_extra_id", "UINT64", target.image.extra_id, np.uint64))
 
     async def request() -> StreamTiming:
         async def one() -> object:

@@ -9,6 +9,11 @@ Triton can send), for each concurrency, each path is measured in turn by the wor
 ``generate_stream``. The gateway and LiteLLM are pinned to the same core and never run a
 phase at the same time; Triton and the load generator run on the other CPUs (``rest``), so
 they do not steal the proxy's core. CPU seconds come from ``/proc/<pid>/stat``.
+
+``--image 336,1024`` adds one profile per side (``image336``, ...): the same paced request
+with one JPEG of that side, through the gateway (a data: URL it decodes, preprocesses and
+hashes) and by direct gRPC with the tensors the gateway would send (``bench/images.py``);
+only (a) and (b) take part. ``--profiles ''`` leaves the text profiles out.
 """
 
 from __future__ import annotations
@@ -19,10 +24,11 @@ import os
 import platform
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bench import report
+from bench.images import ImageLoad, image_load
 from bench.loadgen import Phase, Target
 from bench.peers import start_litellm
 from bench.pool import WorkerPool
@@ -56,6 +62,7 @@ class Options:
     quiet_load: float
     gateway_source: Path | None = None
     triton_instances: int = 1
+    images: tuple[int, ...] = ()
     gateway_workers: int = 1
 
 
@@ -81,6 +88,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--quiet-load", type=float, default=1.0, help="1-minute load average deemed quiet")
     add("--gateway-source", type=Path, help="run the gateway of another checkout (before/after)")
     add("--triton-instances", type=int, default=1, help="fixture instances (stub processes)")
+    add("--image", default="", help="JPEG sides for the 1-image profiles, e.g. 336,1024")
     add("--gateway-workers", type=int, default=1, help="mmgw serve --workers (on --gateway-cpu)")
 
 
@@ -102,6 +110,7 @@ def options_from(args: argparse.Namespace) -> Options:
         quiet_load=args.quiet_load,
         gateway_source=args.gateway_source,
         triton_instances=args.triton_instances,
+        images=tuple(int(side) for side in args.image.split(",") if side),
         gateway_workers=args.gateway_workers,
     )
 
@@ -190,19 +199,25 @@ def sampler(triton: EmbeddedTriton, proxies: dict[str, Service]) -> Callable[[],
 async def measure_all(
     opts: Options, triton: EmbeddedTriton, proxies: dict[str, Service], pool: WorkerPool
 ) -> list[report.Measurement]:
-    """Every profile x concurrency x path, in that nesting, one phase each."""
+    """Every profile x concurrency x path, in that nesting, one phase each; then the image
+    profiles (paced) for (a) and (b)."""
     available = targets(triton, proxies["gateway"], proxies.get("litellm"))
     sample = sampler(triton, proxies)
     rows: list[report.Measurement] = []
-    for profile in opts.profiles:
-        interval = opts.interval_us if profile == "paced" else 0
+    profiles: list[tuple[str, ImageLoad | None]] = [(p, None) for p in opts.profiles]
+    profiles += [(load.profile, load) for load in map(_image, opts.images)]
+    for profile, image in profiles:
+        interval = 0 if profile == "flood" else opts.interval_us
         await set_token_interval(triton, interval, instances=opts.triton_instances)
         for concurrency in opts.concurrency:
             for mode in (m for m in opts.modes if m in available):
+                if image is not None and mode not in report.IMAGE_MODES:
+                    continue
                 # Paced requests all last tokens x interval: spread their starts over one
                 # request's length, so arrivals are steady rather than lock-step bursts.
                 stagger = opts.tokens * interval / 1e6
-                phase = Phase(available[mode], 0, opts.tokens, opts.duration_s, 1, True, stagger)
+                target = replace(available[mode], image=image)
+                phase = Phase(target, 0, opts.tokens, opts.duration_s, 1, True, stagger)
                 window = await pool.run(phase, concurrency, opts.max_requests, sample)
                 proxy = window.delta(mode) if mode in proxies and window.before else None
                 triton_cpu = window.delta("triton") if window.before else float("nan")
@@ -216,6 +231,11 @@ async def measure_all(
                     # rather than spend the remaining phases on the same error.
                     raise SystemExit(f"every request failed: {row.error_sample}")
     return rows
+
+
+def _image(side: int) -> ImageLoad:
+    say(f"making the {side} x {side} JPEG and its tensors ...")
+    return image_load(side, SERVED_ID)
 
 
 def _progress(r: report.Measurement) -> str:

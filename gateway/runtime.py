@@ -26,9 +26,11 @@ from gateway.store import ResponseStore, Retention
 from gateway.triton.backend import TritonBackend
 from gateway.triton.client import TritonClient
 from gateway.triton.contract import ModelContract
-from gateway.triton.embedded import EmbeddedTriton
+from gateway.triton.embedded import EmbeddedReplicas, EmbeddedTriton
 from gateway.triton.lora import LoraLedger
 from gateway.triton.readiness import ReadinessWatch
+from gateway.triton.replicas import ReplicaSet, Routing, parse_dns
+from gateway.triton.replicas.discovery import is_dns
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +85,7 @@ class Runtime:
     fetcher: MediaFetcher
     extra_ids: ExtraIdRegistry
     offload: Offloader  # media decoding: worker processes, bounded, a time budget per item
-    embedded: EmbeddedTriton | None = None
+    embedded: EmbeddedReplicas | None = None
     # The app's metrics; the media plane reports through its hooks (``media_fetched``...).
     metrics: GatewayMetrics = field(default_factory=GatewayMetrics)
     # Stored responses (/v1/responses); the file is opened on first use.
@@ -94,6 +96,9 @@ class Runtime:
         if self.responses is None:
             self.responses = response_store(self.settings)
         self.metrics.watch_collisions(lambda: self.extra_ids.collisions)
+        self.metrics.watch_replicas(
+            lambda: [sample for rs in self.replica_sets for sample in rs.samples()]
+        )
         self.readiness = ReadinessWatch(
             {url: (client, self._triton_models(url)) for url, client in self.clients.items()}
         )
@@ -114,9 +119,16 @@ class Runtime:
         self.readiness.require(served.client.url, served.config.triton_model)
         return served
 
+    @property
+    def replica_sets(self) -> list[ReplicaSet]:
+        return [c for c in self.clients.values() if isinstance(c, ReplicaSet)]
+
     def start_watching(self) -> None:
-        """Probe every Triton's readiness in the background (the app's lifespan calls it)."""
+        """Probe every Triton's readiness (every replica's, in a set) and follow DNS names in
+        the background (the app's lifespan calls it)."""
         self.readiness.start(self.settings.upstream.ready_check_interval_s)
+        for replica_set in self.replica_sets:
+            replica_set.start()
 
     async def ready(self) -> bool:
         """True when every Triton answers ready and has its served models loaded."""
@@ -161,20 +173,25 @@ def embedded_environment(settings: Settings) -> dict[str, str]:
     return env
 
 
-def embedded_triton(settings: Settings, on_restart: Callable[[], None]) -> EmbeddedTriton:
-    """The co-launched Triton serving every model that names no ``triton_url`` (not started)."""
-    return EmbeddedTriton(
-        settings.embedded.model_repository,
-        env=embedded_environment(settings),
-        models=sorted({m.triton_model for m in settings.models if m.triton_url is None}),
-        ready_timeout_s=settings.embedded.ready_timeout_s,
-        start_attempts=settings.embedded.start_attempts,
-        start_backoff_s=settings.embedded.start_backoff_s,
-        stub_timeout_s=settings.embedded.stub_timeout_s,
-        model_load_threads=settings.embedded.model_load_threads,
-        on_restart=on_restart,
-        python=settings.embedded.python,
-    )
+def embedded_triton(settings: Settings, on_restart: Callable[[], None]) -> EmbeddedReplicas:
+    """The co-launched Tritons (``[embedded] replicas`` of them) serving every model that names
+    no ``triton_url`` (not started)."""
+
+    def one() -> EmbeddedTriton:
+        return EmbeddedTriton(
+            settings.embedded.model_repository,
+            env=embedded_environment(settings),
+            models=sorted({m.triton_model for m in settings.models if m.triton_url is None}),
+            ready_timeout_s=settings.embedded.ready_timeout_s,
+            start_attempts=settings.embedded.start_attempts,
+            start_backoff_s=settings.embedded.start_backoff_s,
+            stub_timeout_s=settings.embedded.stub_timeout_s,
+            model_load_threads=settings.embedded.model_load_threads,
+            on_restart=on_restart,
+            python=settings.embedded.python,
+        )
+
+    return EmbeddedReplicas.of(settings.embedded.replicas, one)
 
 
 async def build_runtime(
@@ -196,12 +213,15 @@ async def build_runtime(
     models: dict[str, ServedRuntime] = {}
     ledgers: dict[tuple[str, str], LoraLedger] = {}
     for served in settings.models:
-        url = served.triton_url or (embedded.grpc_url if embedded else "")
-        client = clients.get(url) or clients.setdefault(url, connect(url))
+        url = served.triton_target or (",".join(embedded.grpc_urls) if embedded else "")
+        if url not in clients:
+            clients[url] = await _backend(url, served, settings, connect)
+        client = clients[url]
         family = get_family(served.family, served.family_options)
         if served.lora and not family.supports_lora:
             raise ValueError(f"model {served.id!r}: family {family.name!r} takes no LoRA adapters")
-        ledger = ledgers.setdefault((url, served.triton_model), LoraLedger())
+        remember = not isinstance(client, ReplicaSet)
+        ledger = ledgers.setdefault((url, served.triton_model), LoraLedger(remember=remember))
         tokenizer = served.tokenizer
         if tokenizer is None and served.triton_url is None:
             tokenizer = settings.embedded.tokenizers_dir / served.triton_model
@@ -227,6 +247,27 @@ async def build_runtime(
         embedded=embedded,
         metrics=metrics,
     )
+
+
+async def _backend(
+    url: str, served: ServedModel, settings: Settings, connect: Callable[[str], TritonBackend]
+) -> TritonBackend:
+    """One Triton's client, or a replica set over several (a comma list or a dns: name)."""
+    if not is_dns(url) and "," not in url:
+        return connect(url)
+    several: list[str] | None = None if is_dns(url) else url.split(",")
+    policy = served.routing or "affinity"
+    replica_set = ReplicaSet(
+        url,
+        parse_dns(url) if several is None else several,
+        connect,
+        Routing(policy, served.spill_ratio, served.spill_floor),
+        eject_backoff_s=settings.upstream.eject_backoff_s,
+        dns_refresh_s=settings.upstream.dns_refresh_s,
+        probe_timeout_s=min(2.0, 0.8 * settings.upstream.ready_check_interval_s),
+    )
+    await replica_set.refresh()  # a dns: name's first addresses
+    return replica_set
 
 
 async def _start_offload(limits: OffloadLimits) -> Offloader:

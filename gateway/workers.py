@@ -97,7 +97,9 @@ class Supervisor:
 
                 embedded = embedded_triton(settings, GatewayMetrics().triton_restarted)
                 await embedded.start()
-                settings = settings.with_embedded_at(embedded.grpc_url)
+                # One URL, or a comma list of replicas ([embedded] replicas) the workers
+                # serve as one replica set.
+                settings = settings.with_embedded_at(",".join(embedded.grpc_urls))
             env = self._environment(settings, run_dir, metrics_dir, sock)
             log.info("serving on %s with %d workers", _address(sock), self.workers)
             slots = [

@@ -24,6 +24,7 @@ from gateway.families._pixels import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
 from gateway.families.registry import get_family
 from gateway.media.image import DEFAULT_DRAFT_MARGIN, ImageLimits
 from gateway.media.offload import Offloader, OffloadLimits
+from gateway.media.threads import ThreadLane, ThreadLimits
 from gateway.media.video import FrameSampling, VideoLimits, sample_indices
 from gateway.pipeline._media_jobs import prepare_image, prepare_video
 
@@ -146,6 +147,30 @@ def pooled_image_case(name: str, data: bytes, loop: asyncio.AbstractEventLoop, r
         runs,
         pixel_agreement,
         cpu_comparable=False,
+    )
+
+
+def lane_image_case(name: str, data: bytes, loop: asyncio.AbstractEventLoop, runs: int) -> Case:
+    """The same job through the gateway's thread lane (media/threads.py), as a request whose
+    JPEG the header bounds takes it: no process, no pickled array."""
+    processor_case = image_case(name, data, None, runs)
+    lane = ThreadLane(ThreadLimits(threads=1), item_timeout_s=15)
+    limits = ImageLimits()
+
+    def ours() -> np.ndarray:
+        job = lane.run(prepare_image, data, limits, LLAVA, DEFAULT_DRAFT_MARGIN)
+        return LLAVA.stack_images([loop.run_until_complete(job).array])
+
+    return Case(
+        name,
+        ours,
+        processor_case.baseline,
+        "gateway job in the thread lane",
+        processor_case.baseline_label,
+        None,
+        runs,
+        pixel_agreement,
+        cpu_comparable=True,  # one process: its CPU time counts the lane thread
     )
 
 

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import av
 import numpy as np
 from PIL import Image
 
@@ -49,6 +48,8 @@ def h264_clip(seconds: int, width: int, height: int, fps: int = 30) -> bytes:
     base = base.astype(np.uint8)
     grain = rng.integers(0, 12, (8, height, width, 3), dtype=np.uint8)
     out = io.BytesIO()
+    import av  # here, not at the top: the image inputs need no PyAV (the GPU host has none)
+
     with av.open(out, "w", format="mp4") as container:
         stream = container.add_stream("libx264", rate=fps)
         stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"

@@ -16,6 +16,7 @@ from gateway.media.audio import AudioLimits
 from gateway.media.fetch import FetchLimits
 from gateway.media.image import ImageLimits
 from gateway.media.offload import OffloadLimits
+from gateway.media.threads import ThreadLimits
 from gateway.media.video import VideoLimits
 
 log = logging.getLogger(__name__)
@@ -121,8 +122,20 @@ class DecodeSettings(Strict):
         limits.DEFAULT_DECODE_MEMORY_MB, ge=0, description="address space per worker; 0 = no cap"
     )
 
+    threads: int = Field(
+        limits.DEFAULT_DECODE_THREADS,
+        ge=0,
+        description="threads for still images bounded by their header (0: all in workers)",
+    )
+    thread_max_pixels: int = Field(limits.DEFAULT_THREAD_MAX_PIXELS, ge=1)
+    thread_max_bytes: int = Field(limits.DEFAULT_THREAD_MAX_BYTES, ge=1)
+    thread_max_side: int = Field(limits.DEFAULT_THREAD_MAX_SIDE, ge=1)
+
     def offload_limits(self) -> OffloadLimits:
-        return OffloadLimits(self.workers, self.timeout_s, self.memory_mb or None)
+        lane = ThreadLimits(
+            self.threads, self.thread_max_pixels, self.thread_max_bytes, self.thread_max_side
+        )
+        return OffloadLimits(self.workers, self.timeout_s, self.memory_mb or None, lane)
 
 
 class UpstreamSettings(Strict):
@@ -148,6 +161,15 @@ class UpstreamSettings(Strict):
     )
     ready_check_interval_s: float = Field(
         1.0, gt=0, description="how often each Triton's readiness is probed"
+    )
+    dns_refresh_s: float = Field(
+        10.0, gt=0, description="how often a dns: triton_url is resolved again"
+    )
+    eject_backoff_s: float = Field(
+        1.0,
+        gt=0,
+        description="a replica a call could not reach is out this long, doubling with each "
+        "failure in a row (at most 30 s); a passing readiness probe after a failing one ends it",
     )
 
 

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from gateway.config.limits import Strict
 from gateway.families.whisper.options import WhisperOptions
+from gateway.triton.replicas.discovery import is_dns, parse_dns
 
 DEFAULT_MAX_TOKENS = 256
 
@@ -33,7 +34,28 @@ class ServedModel(Strict):
     id: str
     family: str
     triton_model: str
-    triton_url: str | None = Field(None, description="host:port of Triton's gRPC; None = embedded")
+    triton_url: str | list[str] | None = Field(
+        None,
+        description="host:port of Triton's gRPC; a list of replicas; or 'dns:///name:port' "
+        "(every address of a headless Service, re-resolved); None = embedded",
+    )
+    routing: Literal["affinity", "least_loaded", "round_robin"] | None = Field(
+        None,
+        description="how calls spread over several replicas; None: affinity (same image, same "
+        "replica, for KV reuse)",
+    )
+    spill_ratio: float = Field(
+        1.5,
+        ge=1.0,
+        description="affinity: a replica holding more than this times the mean in-flight load "
+        "passes a request to the key's next choice",
+    )
+    spill_floor: int = Field(
+        8,
+        ge=1,
+        description="affinity: in-flight calls a replica always takes before spilling (an "
+        "in-flight batching engine serves several at once; spilling below that only loses reuse)",
+    )
     max_images: int | None = Field(None, ge=0, description="engine's max images per request")
     default_max_tokens: int = Field(DEFAULT_MAX_TOKENS, ge=1)
     max_input_tokens: int | None = Field(
@@ -67,6 +89,29 @@ class ServedModel(Strict):
         description="LoRA adapters (one table or a list); the first applies when a request "
         "names none (request field 'lora_task_id'), as the InternLM-XComposer2 guide does.",
     )
+
+    @field_validator("triton_url")
+    @classmethod
+    def _replica_urls(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(value, str) and "," in value:  # "a:8001,b:8001", as --triton-url takes
+            value = [url.strip() for url in value.split(",")]
+        if isinstance(value, list):
+            if not value:
+                raise ValueError("triton_url: an empty list names no replica")
+            if len(set(value)) != len(value):
+                raise ValueError(f"triton_url: duplicate replicas in {value}")
+            if any(is_dns(url) for url in value):
+                raise ValueError("triton_url: a dns: name stands alone, not in a list")
+            return value[0] if len(value) == 1 else value
+        if value is not None and is_dns(value):
+            parse_dns(value)  # ValueError names what is wrong
+        return value
+
+    @property
+    def triton_target(self) -> str | None:
+        """The Triton spec as one string (a list joined by commas), the key replicas share."""
+        url = self.triton_url
+        return ",".join(url) if isinstance(url, list) else url
 
     @field_validator("lora", mode="before")
     @classmethod

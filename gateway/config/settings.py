@@ -115,6 +115,13 @@ class EmbeddedSettings(Strict):
         description="The interpreter whose environment the models run in (its version picks "
         "Triton's Python stub); default: the gateway's own. It needs numpy<2.",
     )
+    replicas: int = Field(
+        1,
+        ge=1,
+        le=16,
+        description="tritonservers co-launched over the same repository (distinct ports), "
+        "each supervised; served as one replica set",
+    )
     checkpoints: dict[str, str] = Field(
         default_factory=dict,
         description="Triton model name -> Hugging Face checkpoint directory to serve instead of "
@@ -182,6 +189,21 @@ class Settings(BaseSettings):
         if not models:
             raise ValueError("at least one model must be served")
         return models
+
+    @model_validator(mode="after")
+    def _one_routing_per_target(self) -> Settings:
+        """Served ids on the same replicas share one replica set, so one routing."""
+        seen: dict[str | None, tuple[object, ...]] = {}
+        for model in self.models:
+            routing = (model.routing, model.spill_ratio, model.spill_floor)
+            first = seen.setdefault(model.triton_target, routing)
+            if first != routing:
+                where = model.triton_target or "the embedded Triton"
+                raise ValueError(
+                    f"model {model.id!r}: the models served from {where} must share routing, "
+                    "spill_ratio and spill_floor"
+                )
+        return self
 
     @model_validator(mode="after")
     def _embedded_needed(self) -> Settings:

@@ -215,7 +215,7 @@ def to_fp16_batch(arrays: Sequence[np.ndarray]) -> np.ndarray:
     shapes = {a.shape for a in arrays}
     if len(shapes) != 1:
         raise ValueError(f"images must share one shape to stack, got {sorted(shapes)}")
-    return np.stack(arrays).astype(np.float16)[np.newaxis]
+    return np.stack(arrays).astype(np.float16, copy=False)[np.newaxis]  # one copy, not two
 
 
 def resize_to_fit(

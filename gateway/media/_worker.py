@@ -48,10 +48,11 @@ def worker_entry() -> None:
             function, args = inbox.recv()
         except (EOFError, OSError):
             return
-        outbox.send(_call(function, args))
+        outbox.send(call_job(function, args))
 
 
-def _call(function: Callable[..., Any], args: tuple[Any, ...]) -> Reply:
+def call_job(function: Callable[..., Any], args: tuple[Any, ...]) -> Reply:
+    """``function(*args)`` with its errors mapped as a worker maps them (the thread lane too)."""
     try:
         return True, function(*args)
     except GatewayError as exc:

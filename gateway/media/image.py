@@ -28,8 +28,10 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_PIXELS",
     "DEFAULT_MAX_SIDE",
+    "ImageHeader",
     "ImageLimits",
     "decode_image",
+    "read_header",
     "sniff_image_format",
     "to_rgb",
 ]
@@ -45,6 +47,9 @@ _SWAPS_AXES = frozenset({5, 6, 7, 8})  # orientations that rotate by 90 or 270 d
 # a full decode: within 4-7 of 255 levels at worst, ~0.5 on average, on photographic content).
 DEFAULT_DRAFT_MARGIN = limits.DEFAULT_DRAFT_MARGIN
 _WHITE = (255, 255, 255, 255)
+_HEADER_STEPS = 256  # JPEG segments read_header walks before giving up
+# Start-of-frame markers of one-pass JPEGs: baseline and extended sequential, Huffman-coded.
+_SEQUENTIAL_HUFFMAN = frozenset({0xC0, 0xC1})
 
 # What PIL raises on malformed input; it has no common base class for "bad file".
 _PIL_ERRORS = (
@@ -80,6 +85,36 @@ def sniff_image_format(data: bytes) -> str | None:
     if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
         return "WEBP"
     return None
+
+
+@dataclass(frozen=True)
+class ImageHeader:
+    """What the first bytes of an image say, read without PIL: its format (None: not one we
+    accept), its (width, height) when the header states it, and whether its pixel data is
+    coded in one pass (every format but progressive, arithmetic-coded or lossless JPEG, whose
+    decoding time grows with the number of scans as well as the pixels)."""
+
+    format: str | None
+    size: tuple[int, int] | None
+    single_pass: bool
+
+
+def read_header(data: bytes) -> ImageHeader:
+    """The format, declared size and coding of ``data``, from its header alone (no PIL).
+
+    Cheap enough for the event loop: a JPEG's marker walk stops after ``_HEADER_STEPS``
+    segments (real files reach their frame header in a dozen or so), saying "size unknown".
+    """
+    image_format = sniff_image_format(data)
+    if image_format is None:
+        return ImageHeader(None, None, single_pass=False)
+    if image_format == "JPEG":
+        frame = _jpeg_frame(data, _HEADER_STEPS)
+        if frame is None:
+            return ImageHeader(image_format, None, single_pass=False)
+        marker, size = frame
+        return ImageHeader(image_format, size, single_pass=marker in _SEQUENTIAL_HUFFMAN)
+    return ImageHeader(image_format, _header_size(data, image_format), single_pass=True)
 
 
 def decode_image(
@@ -146,7 +181,8 @@ def _header_size(data: bytes, image_format: str) -> tuple[int, int] | None:
     if image_format == "WEBP":
         return _webp_size(data)
     if image_format == "JPEG":
-        return _jpeg_size(data)
+        frame = _jpeg_frame(data)
+        return frame[1] if frame is not None else None
     return None
 
 
@@ -165,10 +201,18 @@ def _webp_size(data: bytes) -> tuple[int, int] | None:
     return None
 
 
-def _jpeg_size(data: bytes) -> tuple[int, int] | None:
-    """Walk the JPEG markers to the first start-of-frame and read its dimensions."""
+def _jpeg_frame(data: bytes, max_steps: int | None = None) -> tuple[int, tuple[int, int]] | None:
+    """Walk the JPEG markers to the first start-of-frame: its marker and dimensions.
+
+    ``max_steps`` bounds the walk (None when nothing else bounds it than the caller's time
+    budget): a crafted file of zero-length segments or fill bytes takes a step per 1-2 bytes.
+    """
     offset = 2
+    steps = 0
     while offset + 9 <= len(data):
+        steps += 1
+        if max_steps is not None and steps > max_steps:
+            return None
         if data[offset] != 0xFF:
             return None
         marker = data[offset + 1]
@@ -178,7 +222,7 @@ def _jpeg_size(data: bytes) -> tuple[int, int] | None:
             offset += 2
         elif 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
             height, width = struct.unpack(">HH", data[offset + 5 : offset + 9])
-            return width, height
+            return marker, (width, height)
         else:
             offset += 2 + int.from_bytes(data[offset + 2 : offset + 4], "big")
     return None

@@ -28,3 +28,10 @@ DEFAULT_MAX_AUDIO_DURATION_S = 600.0
 DEFAULT_DECODE_WORKERS = 2
 DEFAULT_DECODE_TIMEOUT_S = 15.0  # one item's decoding, in a worker process
 DEFAULT_DECODE_MEMORY_MB = 4096  # address space of one worker
+
+# The decode thread lane (media/threads.py): still images small enough that the header checks
+# bound their decoding in time and memory skip the worker-process round trip.
+DEFAULT_DECODE_THREADS = 2  # 0: every item goes to a worker process
+DEFAULT_THREAD_MAX_PIXELS = 2048 * 2048  # by the header; ~12 MB decoded RGB
+DEFAULT_THREAD_MAX_BYTES = 4 * 1024 * 1024
+DEFAULT_THREAD_MAX_SIDE = 4096  # bounds the family's resize of a long thin strip

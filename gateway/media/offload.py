@@ -32,7 +32,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from gateway.errors import (
@@ -43,6 +43,7 @@ from gateway.media import limits
 from gateway.media._worker import Reply as _Reply
 from gateway.media._worker import Worker as _Worker
 from gateway.media._worker import spawn_worker
+from gateway.media.threads import ThreadLane, ThreadLimits
 
 __all__ = ["DEFAULT_ITEM_TIMEOUT_S", "DEFAULT_MEMORY_LIMIT_MB", "OffloadLimits", "Offloader"]
 
@@ -59,11 +60,12 @@ _PING_TIMEOUT_S = 2.0  # an idle worker answers in well under a millisecond
 @dataclass(frozen=True)
 class OffloadLimits:
     """How many items decode at once, how long each may take, and how much memory a worker
-    may map (None: unlimited)."""
+    may map (None: unlimited); ``threads``: the thread lane for bounded still images."""
 
     workers: int = DEFAULT_WORKERS
     item_timeout_s: float = DEFAULT_ITEM_TIMEOUT_S
     memory_limit_mb: int | None = DEFAULT_MEMORY_LIMIT_MB
+    threads: ThreadLimits = field(default_factory=ThreadLimits)
 
 
 class Offloader:
@@ -74,6 +76,8 @@ class Offloader:
     by imports.
     ``abandoned`` counts items killed for their budget, ``crashed`` workers that died (mid-item
     or idle), ``retried`` items handed to a second worker after their first one died.
+    ``threads`` is the thread lane (``media/threads.py``; None when ``limits.threads`` has
+    none): the caller decides, by ``threads.limits.takes(data)``, which lane an item takes.
     """
 
     def __init__(self, limits: OffloadLimits | None = None, *, preload: Sequence[str] = ()) -> None:
@@ -83,6 +87,8 @@ class Offloader:
         self._preload = tuple(preload)
         self._idle: asyncio.Queue[_Worker] = asyncio.Queue()
         self._threads = ThreadPoolExecutor(2 * self.limits.workers, thread_name_prefix="offload")
+        lane = self.limits.threads
+        self.threads = ThreadLane(lane, self.limits.item_timeout_s) if lane.threads else None
         self._background: set[asyncio.Task[None]] = set()
         self._workers: set[_Worker] = set()
         self._busy: set[_Worker] = set()
@@ -208,6 +214,8 @@ class Offloader:
         for worker in workers:
             await asyncio.to_thread(worker.kill)
         await asyncio.to_thread(self._threads.shutdown, wait=True)
+        if self.threads is not None:
+            self.threads.close()
 
     @property
     def idle_workers(self) -> int:

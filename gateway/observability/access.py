@@ -127,6 +127,9 @@ class AccessMiddleware:
             completion = record.completion_tokens or record.tokens_streamed
             if completion:
                 self.metrics.tokens.labels(model, "completion").inc(completion)
+            if record.replica is not None and record.cached_tokens:
+                cached = self.metrics.replica_cached_tokens.labels(model, record.replica)
+                cached.inc(record.cached_tokens)
         level = logging.DEBUG if record.path in QUIET_PATHS else logging.INFO
         if log.isEnabledFor(level):
             log.log(level, "request", extra={"fields": record.log_fields(now)})

@@ -12,7 +12,8 @@ media metrics are labelled by kind (image, video, audio) only.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import NamedTuple
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -23,7 +24,7 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 # Set for worker processes by the supervisor; prometheus_client reads it when it is imported.
@@ -54,6 +55,59 @@ class _CollisionCollector(Collector):
         )
 
 
+class ReplicaSample(NamedTuple):
+    """One Triton replica's counters at scrape time (``ReplicaSet.samples``)."""
+
+    replica: str
+    requests: int
+    in_flight: int
+    healthy: bool
+    ejections: int
+    retried: int
+
+
+class _ReplicaCollector(Collector):
+    """Per-replica requests, in-flight, health, ejections and retries, read at scrape time:
+    the replica sets keep plain counters, so a call costs no metric operation."""
+
+    def __init__(self) -> None:
+        self.source: Callable[[], Iterable[ReplicaSample]] | None = None
+
+    def collect(self) -> Iterator[Metric]:
+        samples = list(self.source()) if self.source is not None else []
+        families: dict[str, CounterMetricFamily | GaugeMetricFamily] = {
+            "requests": CounterMetricFamily(
+                "mmgw_replica_requests",
+                "Calls sent to each Triton replica (a retry counts on both).",
+                labels=["replica"],
+            ),
+            "in_flight": GaugeMetricFamily(
+                "mmgw_replica_in_flight", "Calls open on each Triton replica.", labels=["replica"]
+            ),
+            "healthy": GaugeMetricFamily(
+                "mmgw_replica_healthy",
+                "1 while a replica is routed to (probe passing, not ejected, config agreeing).",
+                labels=["replica"],
+            ),
+            "ejections": CounterMetricFamily(
+                "mmgw_replica_ejections",
+                "Times a replica was taken out after a call could not reach it.",
+                labels=["replica"],
+            ),
+            "retried": CounterMetricFamily(
+                "mmgw_replica_retries",
+                "Calls that failed on a replica before their first byte and were retried on "
+                "the next.",
+                labels=["replica"],
+            ),
+        }
+        for sample in samples:
+            for name, family in families.items():
+                family.add_metric([sample.replica], float(getattr(sample, name)))
+        if samples:
+            yield from families.values()
+
+
 class GatewayMetrics:
     """The gateway's metric families in their own registry, plus the hooks that feed them."""
 
@@ -63,6 +117,8 @@ class GatewayMetrics:
         self._define_media_metrics()
         self._collisions = _CollisionCollector()
         self.registry.register(self._collisions)
+        self._replicas = _ReplicaCollector()
+        self.registry.register(self._replicas)
 
     def _define_request_metrics(self) -> None:
         r = self.registry
@@ -105,6 +161,12 @@ class GatewayMetrics:
             "mmgw_kv_reuse_ids_sent",
             "Requests sent to Triton with a prompt_table_extra_id (content identity).",
             ["model"],
+            registry=r,
+        )
+        self.replica_cached_tokens = Counter(
+            "mmgw_replica_cached_tokens",
+            "Prompt tokens served from a replica's KV cache (usage cached_tokens), by replica.",
+            ["model", "replica"],
             registry=r,
         )
         self.triton_restarts = Counter(
@@ -179,15 +241,20 @@ class GatewayMetrics:
         """Report ``read()`` (the ExtraIdRegistry's collision count) at every scrape."""
         self._collisions.source = read
 
+    def watch_replicas(self, read: Callable[[], Iterable[ReplicaSample]]) -> None:
+        """Report ``read()`` (every replica set's samples) at every scrape."""
+        self._replicas.source = read
+
     def render(self) -> tuple[bytes, str]:
         """The text exposition format and its content type. Under a supervisor
         (``PROMETHEUS_MULTIPROC_DIR`` set: ``mmgw serve --workers N``) the metric families
         are every worker's added up, read from their shared files; the collisions count
-        is this worker's."""
+        and the ``mmgw_replica_*`` counters read at scrape time are this worker's."""
         directory = os.environ.get(MULTIPROC_DIR)
         if not directory:
             return generate_latest(self.registry), CONTENT_TYPE_LATEST
         combined = CollectorRegistry()
         multiprocess.MultiProcessCollector(combined, path=directory)
         combined.register(self._collisions)
+        combined.register(self._replicas)
         return generate_latest(combined), CONTENT_TYPE_LATEST

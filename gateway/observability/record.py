@@ -45,6 +45,7 @@ class RequestRecord:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     cached_tokens: int | None = None
+    replica: str | None = None  # the Triton replica that answered, when a set of them serves
     media_items: int = 0
     request_bytes: int = 0
     response_bytes: int = 0
@@ -119,6 +120,7 @@ class RequestRecord:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "cached_tokens": self.cached_tokens,
+            "replica": self.replica,
         }
         fields.update({k: v for k, v in optional.items() if v is not None})
         fields.update(self._token_timings())

@@ -25,6 +25,7 @@ from gateway.families.calls import (
 from gateway.observability.record import RequestRecord
 from gateway.pipeline._watchdog import SilenceWatch, as_timeout
 from gateway.streaming.text import CumulativeToDelta, StrippedDeltas
+from gateway.triton.backend import Route
 from gateway.triton.responses import output_arrays, text_response, token_scores
 from gateway.triton.tensors import named_inputs
 
@@ -87,8 +88,9 @@ class Run:
     async def _text_call(self, call: GenerationRequest) -> AsyncGenerator[str, None]:
         served, lora = self.prepared.served, self.prepared.lora
         to_delta = CumulativeToDelta() if served.config.streaming == "cumulative" else None
+        route = Route(self.prepared.route_key)
         stream = served.client.stream(
-            served.config.triton_model, self.prepared.inputs, self.request_id
+            served.config.triton_model, self.prepared.inputs, self.request_id, route=route
         )
         self._streams.append(stream)
         counters, record, asked = self.counters, self.record, self.prepared.logprobs
@@ -112,6 +114,8 @@ class Run:
             if timeout is None:
                 raise
             raise timeout from None
+        finally:
+            record.replica = route.replica
 
     def _open(self, call: NamedCall) -> AsyncIterator[Any]:
         served = self.prepared.served

@@ -2,8 +2,10 @@
 
 Module-level functions, because the offloader sends them to worker processes by reference
 (pickle); the worker imports this module at start, which brings in PIL, PyAV and the
-families. Each returns the array with its timings, so the gateway's metrics can tell decode
-time from preprocessing time although both ran elsewhere.
+families. The thread lane runs the same functions in the gateway's process. Each returns the
+array with its timings, so the gateway's metrics can tell decode time from preprocessing time
+although both ran elsewhere; and, for a request of one item, its content digest, hashed here
+while the array is at hand rather than in a second pass on the event loop.
 """
 
 from __future__ import annotations
@@ -15,12 +17,33 @@ import numpy as np
 
 from gateway.families.base import Family
 from gateway.media.audio import AudioLimits, decode_audio
+from gateway.media.identity import content_digest
 from gateway.media.image import ImageLimits, decode_image
 from gateway.media.local import FrameList
 from gateway.media.video import FrameSampling, VideoLimits, decode_video
 from gateway.media.video_frames import decode_frame_list
 
-__all__ = ["PreparedItem", "prepare_audio", "prepare_image", "prepare_video"]
+__all__ = ["DigestInputs", "PreparedItem", "prepare_audio", "prepare_image", "prepare_video"]
+
+
+@dataclass(frozen=True)
+class DigestInputs:
+    """Everything ``content_digest`` takes but the arrays: the pipeline states it, a job that
+    holds a request's only item applies it (``media/identity.py`` says what goes in)."""
+
+    model: str
+    options: str
+    kind: str
+    salt: str = ""
+
+    def digest(self, arrays: list[np.ndarray]) -> bytes:
+        return content_digest(
+            model=self.model,
+            options=self.options,
+            arrays=arrays,
+            kinds=[self.kind] * len(arrays),
+            salt=self.salt,
+        )
 
 
 @dataclass(frozen=True)
@@ -32,12 +55,18 @@ class PreparedItem:
     preprocess_s: float
     pixels: int  # decoded pixels (width x height, summed over frames); 0 for audio
     size: tuple[int, int] = (0, 0)  # (height, width) of a decoded image, as decoded
+    digest: bytes | None = None  # the request's content digest, when this is its only item
 
 
 def prepare_image(
-    data: bytes, limits: ImageLimits, family: Family, draft_margin: float
+    data: bytes,
+    limits: ImageLimits,
+    family: Family,
+    draft_margin: float,
+    digest: DigestInputs | None = None,
 ) -> PreparedItem:
-    """Decode (in JPEG draft mode when the family's input is much smaller) and preprocess."""
+    """Decode (in JPEG draft mode when the family's input is much smaller), preprocess, and
+    hash when ``digest`` is given."""
     started = time.perf_counter()
     image = decode_image(
         data, limits, target_size=family.image_decode_size, draft_margin=draft_margin
@@ -50,11 +79,16 @@ def prepare_image(
         time.perf_counter() - decoded,
         image.width * image.height,
         (image.height, image.width),
+        digest.digest([array]) if digest is not None else None,
     )
 
 
 def prepare_video(
-    data: bytes | FrameList, limits: VideoLimits, sampling: FrameSampling, family: Family
+    data: bytes | FrameList,
+    limits: VideoLimits,
+    sampling: FrameSampling,
+    family: Family,
+    digest: DigestInputs | None = None,
 ) -> PreparedItem:
     """Sample frames (seeking, downscaled by swscale; or, from a list of frames, decoding
     the sampled ones as images) and hand them to the family."""
@@ -66,7 +100,10 @@ def prepare_video(
     decoded = time.perf_counter()
     array = family.prepare_video(frames)
     pixels = int(frames.shape[0] * frames.shape[1] * frames.shape[2])
-    return PreparedItem(array, decoded - started, time.perf_counter() - decoded, pixels)
+    hashed = digest.digest([array]) if digest is not None else None
+    return PreparedItem(
+        array, decoded - started, time.perf_counter() - decoded, pixels, digest=hashed
+    )
 
 
 def prepare_audio(data: bytes, limits: AudioLimits) -> PreparedItem:

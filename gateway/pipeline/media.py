@@ -4,7 +4,9 @@ Everything that can be refused without touching the network is checked first (ki
 takes, counts, sampling options), so a refused request costs no fetch. Then every part is
 fetched concurrently on the event loop and decoded in the offload pool (worker processes, at
 most ``decode_workers`` at a time, each item under ``decode_timeout_s``), so a burst of large
-or hostile media cannot starve the token relay of other requests. A failure names its part.
+or hostile media cannot starve the token relay of other requests; a still image whose header
+bounds its cost (``media/threads.py``) takes the thread lane instead, under the same budget,
+without the round trip to a process. A failure names its part.
 
 The content digest covers the tenant salt, the model, the processing options (including
 frame sampling and JPEG draft decoding, which change pixels) and every item's kind, shape and
@@ -22,12 +24,24 @@ from typing import Any
 import numpy as np
 
 from gateway.config import ImageSettings, MediaSettings, VideoSettings
-from gateway.errors import GatewayError, InvalidRequest, MediaURLError, TooManyMediaItems
+from gateway.errors import (
+    GatewayError,
+    InvalidRequest,
+    MediaTooLarge,
+    MediaURLError,
+    TooManyMediaItems,
+)
 from gateway.families.base import Family
-from gateway.media.identity import content_digest
 from gateway.media.local import FRAME_LIST_TYPE, FrameList, decode_base64_payload
+from gateway.media.threads import ThreadLane
 from gateway.media.video import FrameSampling
-from gateway.pipeline._media_jobs import PreparedItem, prepare_audio, prepare_image, prepare_video
+from gateway.pipeline._media_jobs import (
+    DigestInputs,
+    PreparedItem,
+    prepare_audio,
+    prepare_image,
+    prepare_video,
+)
 from gateway.pipeline.conversation import MediaKind, MediaPart
 from gateway.protocol.chat import MediaIOKwargs
 from gateway.runtime import Runtime, ServedRuntime
@@ -40,6 +54,7 @@ _COUNT_LIMITS: dict[MediaKind, str] = {
     "audio": "max_audio_per_request",
 }
 _PLURAL = {"image": "images", "video": "videos", "audio": "audio clips"}
+_INLINE_STACK_BYTES = 1 << 20  # a single image's array stacked on the event loop (~0.1 ms)
 
 
 @dataclass(frozen=True)
@@ -152,33 +167,42 @@ async def prepare_media(
         return await _prepare_audio(parts, runtime)
     family = served.family
     sampling = video_sampling(options, family, limits.video) if parts[0].kind == "video" else None
-    loads = (_load(part, served, runtime, sampling) for part in parts)
+    name = family.video_tensor if sampling is not None else family.image_tensor
+    assert name is not None  # check_media refused kinds without a tensor
+    if sampling is not None:
+        processing = f"{family.video_processing_options()}|{sampling!r}"
+    else:
+        processing = f"{family.processing_options()}|{_draft_option(family, limits.image)}"
+    digest = DigestInputs(served.config.id, processing, parts[0].kind, limits.content_id_salt)
+    only = digest if len(parts) == 1 else None  # one item: its job hashes it where it runs
+    loads = (_load(part, served, runtime, sampling, only) for part in parts)
     results = await asyncio.gather(*loads, return_exceptions=True)
     items = _successes(results, parts)
-    arrays = [item.array for item in items]
-    name: str | None
-    if sampling is not None:
-        name = family.video_tensor
-        processing = f"{family.video_processing_options()}|{sampling!r}"
-        tensor = await asyncio.to_thread(family.stack_video, arrays[0])
-    else:
-        name = family.image_tensor
-        processing = f"{family.processing_options()}|{_draft_option(family, limits.image)}"
-        tensor = await asyncio.to_thread(family.stack_images, arrays)
-    assert name is not None  # check_media refused kinds without a tensor
-    digest = content_digest(
-        model=served.config.id,
-        options=processing,
-        arrays=arrays,
-        kinds=[part.kind for part in parts],
-        salt=limits.content_id_salt,
-    )
+    tensor, content = await _stack(family, items, sampling is not None, digest)
     sizes = None
     if sampling is None and family.image_sizes_tensor is not None:
         array = family.image_sizes([item.size for item in items])
         sizes = (family.image_sizes_tensor, array) if array is not None else None
-    extra_id = runtime.extra_ids.extra_id(digest)
+    extra_id = runtime.extra_ids.extra_id(content)
     return PreparedMedia((name, tensor), extra_id, len(parts), sizes)
+
+
+async def _stack(
+    family: Family, items: Sequence[PreparedItem], video: bool, digest: DigestInputs
+) -> tuple[np.ndarray, bytes]:
+    """The family's tensor and the content digest. A small single image is stacked here on
+    the loop (one copy of well under a millisecond costs less than a hop to a thread and
+    back); anything larger, and the hashing of several items, in a thread."""
+    arrays = [item.array for item in items]
+    hashed = items[0].digest if len(items) == 1 else None
+
+    def work() -> tuple[np.ndarray, bytes]:
+        tensor = family.stack_video(arrays[0]) if video else family.stack_images(arrays)
+        return tensor, hashed if hashed is not None else digest.digest(arrays)
+
+    if hashed is not None and not video and arrays[0].nbytes <= _INLINE_STACK_BYTES:
+        return work()
+    return await asyncio.to_thread(work)
 
 
 async def _prepare_audio(parts: Sequence[MediaPart], runtime: Runtime) -> PreparedMedia:
@@ -222,17 +246,30 @@ def _draft_option(family: Family, limits: ImageSettings) -> str:
 
 
 async def _load(
-    part: MediaPart, served: ServedRuntime, runtime: Runtime, sampling: FrameSampling | None
+    part: MediaPart,
+    served: ServedRuntime,
+    runtime: Runtime,
+    sampling: FrameSampling | None,
+    digest: DigestInputs | None,
 ) -> PreparedItem:
-    """Fetch one part, then prepare it in a worker."""
+    """Fetch one part, then prepare it: a still image the header bounds in the thread lane,
+    anything else (or one the lane refuses) in a worker process."""
     data = await _bytes(part, runtime)
     limits = runtime.settings.media
     if part.kind == "video":
         assert sampling is not None
-        args: tuple[Any, ...] = (limits.video_limits(), sampling, served.family)
+        args: tuple[Any, ...] = (limits.video_limits(), sampling, served.family, digest)
         return await _decode(part, runtime, data, prepare_video, *args)
-    args = (limits.image_limits(), served.family, limits.image.jpeg_draft_margin)
-    return await _decode(part, runtime, data, prepare_image, *args)
+    image_limits = limits.image_limits()
+    args = (served.family, limits.image.jpeg_draft_margin, digest)
+    lane = runtime.offload.threads
+    if lane is not None and isinstance(data, bytes) and lane.limits.takes(data):
+        try:
+            lane_limits = lane.limits.image_limits(image_limits)
+            return await _decode(part, runtime, data, prepare_image, lane_limits, *args, lane=lane)
+        except MediaTooLarge:
+            pass  # PIL saw more than the header said: the worker decides, under every limit
+    return await _decode(part, runtime, data, prepare_image, image_limits, *args)
 
 
 async def _bytes(part: MediaPart, runtime: Runtime) -> bytes | FrameList:
@@ -261,11 +298,17 @@ async def _bytes(part: MediaPart, runtime: Runtime) -> bytes | FrameList:
 
 
 async def _decode(
-    part: MediaPart, runtime: Runtime, data: bytes | FrameList, job: Any, *args: Any
+    part: MediaPart,
+    runtime: Runtime,
+    data: bytes | FrameList,
+    job: Any,
+    *args: Any,
+    lane: ThreadLane | None = None,
 ) -> PreparedItem:
-    """Run ``job(data, *args)`` in the offload pool and report its timings."""
+    """Run ``job(data, *args)`` in the offload pool (or ``lane``) and report its timings."""
     metrics = runtime.metrics
-    item: PreparedItem = await runtime.offload.run(
+    run = lane.run if lane is not None else runtime.offload.run
+    item: PreparedItem = await run(
         job,
         data,
         *args,

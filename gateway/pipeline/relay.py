@@ -30,6 +30,7 @@ from gateway.protocol.common import UsageCounts
 from gateway.runtime import ServedRuntime
 from gateway.streaming.text import StopMatcher
 from gateway.triton.contract import ModelContract
+from gateway.triton.replicas.keys import routing_key
 from gateway.triton.tensors import build_inputs
 
 
@@ -47,6 +48,8 @@ class Prepared:
     inputs: Sequence[Any] = field(default_factory=tuple)
     timeouts: Timeouts | None = None  # None: wait on Triton for as long as it takes
     logprobs: LogprobsAsked | None = None  # asked for: the relay yields ``Scored`` pieces
+    # Where a set of Triton replicas sends the call (triton/replicas/keys.py); None: anywhere.
+    route_key: int | None = None
     # Makes the choice's tool-call parser (``pipeline/structured``); None: content as it is.
     tool_parser: Callable[[], ToolParser] | None = None
 
@@ -74,8 +77,13 @@ def prepared(
         flags = (*first.extra_flags, *logprobs.flags)
         plan = replace(plan, calls=(replace(first, extra_flags=flags), *plan.calls[1:]))
         first = plan.calls[0]
-    inputs = build_inputs(first, contract) if isinstance(first, GenerationRequest) else ()
-    return Prepared(served, contract, plan, stops, media_items, lora, inputs, timeouts, logprobs)
+    inputs: Sequence[Any] = ()
+    key = None
+    if isinstance(first, GenerationRequest):
+        inputs, key = build_inputs(first, contract), routing_key(first, served.tokens_per_block)
+    return Prepared(
+        served, contract, plan, stops, media_items, lora, inputs, timeouts, logprobs, key
+    )
 
 
 async def family_plan(

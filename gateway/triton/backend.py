@@ -15,12 +15,23 @@ cancellation are checked without ``tritonserver``. The contract every implementa
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import tritonclient.grpc.aio as grpcclient
 from tritonclient.grpc import service_pb2
 
 from gateway.triton.contract import ModelContract
+
+
+@dataclass
+class Route:
+    """One call's placement: its affinity ``key`` in (the content id that becomes
+    ``prompt_table_extra_id``, or a hash of the prompt's first block; None: no affinity), and
+    the ``replica`` that served it out (set by ``ReplicaSet``; None with one server)."""
+
+    key: int | None = None
+    replica: str | None = None
 
 
 class TritonBackend(Protocol):
@@ -38,6 +49,7 @@ class TritonBackend(Protocol):
         inputs: Sequence[grpcclient.InferInput],
         request_id: str,
         outputs: Sequence[str] = (),
+        route: Route | None = None,
     ) -> AsyncIterator[service_pb2.ModelInferResponse]: ...
 
     async def close(self) -> None: ...

@@ -27,6 +27,7 @@ from tritonclient.grpc._utils import _get_inference_request
 from tritonclient.utils import InferenceServerException
 
 from gateway.errors import GatewayError, InvalidRequest, UpstreamFailed, UpstreamUnavailable
+from gateway.triton.backend import Route
 from gateway.triton.contract import ModelContract, parse_model_config
 from gateway.triton.responses import is_final
 
@@ -124,9 +125,11 @@ class TritonClient:
         inputs: Sequence[grpcclient.InferInput],
         request_id: str,
         outputs: Sequence[str] = (),
+        route: Route | None = None,
     ) -> AsyncIterator[service_pb2.ModelInferResponse]:
         """The raw responses of one request until its final one; cancels the call if left
-        early. ``outputs`` names the outputs to ask for (default: all the model declares)."""
+        early. ``outputs`` names the outputs to ask for (default: all the model declares);
+        ``route`` is for replica sets (one server has nowhere else to send it)."""
         try:
             request = _get_inference_request(
                 model_name=model_name,

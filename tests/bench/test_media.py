@@ -10,9 +10,9 @@ from bench.media.report import SECTION, write_results
 
 def test_tiny_run_times_every_case_and_compares_outputs() -> None:
     timings = main(["--tiny", "--runs", "1"])
-    assert len(timings) == 4
+    assert len(timings) == 5
     assert all(t.ours_ms > 0 and t.baseline_ms > 0 for t in timings)
-    assert [t.agreement for t in timings] == ["identical"] * 3 + ["identical frames"]
+    assert [t.agreement for t in timings] == ["identical"] * 4 + ["identical frames"]
 
 
 def test_results_section_is_replaced_not_duplicated(tmp_path: Path) -> None:

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from bench.httpstream import OPENAI_MARKER, TRITON_MARKER, is_token
 from bench.loadgen import PhaseResult, StreamTiming
 from bench.pool import split
@@ -55,6 +57,53 @@ def test_overhead_command_runs_end_to_end(tmp_path: Path) -> None:
     assert (tmp_path / "overhead.png").stat().st_size > 10_000
 
 
+def test_image_mode_sends_one_jpeg_both_ways(tmp_path: Path) -> None:
+    """``--image``: the 1-image request through the gateway and by direct gRPC (the same
+    tensors), only those two paths, with the added-TTFT goal per side."""
+    command = [
+        sys.executable, "-m", "bench", "overhead", "--image", "336", "--profiles", "",
+        "--concurrency", "1,2", "--modes", "grpc,gateway,triton_http", "--tokens", "4",
+        "--interval-us", "1000", "--duration", "0.5", "--max-requests", "4", "--workers", "1",
+        "--out", str(tmp_path),
+    ]  # fmt: skip
+    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = json.loads((tmp_path / "results.json").read_text())["rows"]
+    assert {(r["profile"], r["mode"], r["concurrency"]) for r in rows} == {
+        ("image336", mode, c) for mode in ("grpc", "gateway") for c in (1, 2)
+    }
+    assert all(r["errors"] == 0 and r["short"] == 0 and r["tokens"] > 0 for r in rows)
+    assert "added TTFT, one 336 x 336 JPEG, 2 streams" in (tmp_path / "report.md").read_text()
+
+
+async def test_the_direct_grpc_tensors_are_those_the_gateway_sends() -> None:
+    from bench.images import image_load
+    from gateway.config import ServedModel, Settings
+    from gateway.families.registry import get_family
+    from gateway.media.fetch import MediaFetcher
+    from gateway.media.identity import ExtraIdRegistry
+    from gateway.media.offload import Offloader
+    from gateway.pipeline.conversation import MediaPart
+    from gateway.pipeline.media import prepare_media
+    from gateway.runtime import Runtime, ServedRuntime
+
+    load = image_load(336, "loadgen")
+    offload, fetcher = Offloader(), MediaFetcher()
+    runtime = Runtime(Settings(), {}, {}, fetcher, ExtraIdRegistry(), offload)
+    config = ServedModel(id="loadgen", family="llava", triton_model="t", triton_url="fake:1")
+    served = ServedRuntime(config, get_family("llava"), client=None)  # type: ignore[arg-type]
+    try:
+        part = MediaPart("image", "messages[0].content[1]", url=load.data_url)
+        prepared = await prepare_media([part], served, runtime)
+    finally:
+        await fetcher.aclose()
+        await offload.aclose()
+    assert prepared is not None and prepared.tensor is not None
+    assert prepared.tensor[0] == "image_input" and prepared.extra_id == load.extra_id
+    assert np.array_equal(prepared.tensor[1], load.tensor)
+    assert load.tensor.shape == (1, 1, 3, 336, 336) and load.tensor.dtype == np.float16
+
+
 def test_scale_command_measures_each_worker_count(tmp_path: Path) -> None:
     command = [
         sys.executable, "-m", "bench", "scale", "--gateway-workers", "1,2", "--concurrency", "2",
@@ -69,3 +118,18 @@ def test_scale_command_measures_each_worker_count(tmp_path: Path) -> None:
     assert all(r["errors"] == 0 and r["tokens"] > 0 for r in rows)
     assert "/ generate_stream" in (tmp_path / "report.md").read_text()
     assert (tmp_path / "scale.png").stat().st_size > 5_000
+
+
+def test_replicas_workload_repeats_every_image_in_one_shuffled_order() -> None:
+    from collections import Counter
+
+    from bench.replicas import Figures, Workload, schedule, table
+
+    workload = Workload(images=5, repeats=3)
+    jobs = schedule(workload)
+    assert Counter(image for image, _ in jobs) == {i: 3 for i in range(5)}
+    assert jobs == schedule(workload) and jobs != sorted(jobs)  # same shuffle every run
+    rows = table(
+        [Figures("one replica", cached_tokens=200), Figures("affinity", cached_tokens=190)]
+    )
+    assert "| affinity | 0 | 0 | 0 | 190 | 95.0% |" in rows

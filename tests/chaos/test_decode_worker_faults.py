@@ -70,7 +70,9 @@ def exited(pid: int) -> bool:
 
 @pytest.fixture(scope="module")
 async def gateway() -> AsyncIterator[FakeGateway]:
-    built = await start_gateway(FakeTriton(), decode={"workers": 2})
+    # Every item in a worker process (no thread lane), so the small PNGs below meet the
+    # workers this module kills; the lane is tested in tests/gateway/pipeline/test_media_lanes.
+    built = await start_gateway(FakeTriton(), decode={"workers": 2, "threads": 0})
     yield built
     await built.aclose()
 

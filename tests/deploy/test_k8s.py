@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from gateway.config import load_settings
+from gateway.triton.replicas import parse_dns
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
@@ -146,7 +147,12 @@ def test_gateway_deployment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
         monkeypatch.setenv(name, value)
     settings = load_settings(tmp_path / "gateway.toml")
     assert settings.api_keys == ("replace-me-with-a-long-random-key",)
-    assert settings.models[0].triton_url.startswith("triton:")
+    # Every replica behind the StatefulSet's headless Service, by DNS.
+    statefulset = by_kind(objects, "StatefulSet", "triton")
+    target = parse_dns(str(settings.models[0].triton_url))
+    namespace = statefulset["metadata"]["namespace"]
+    assert target.host == f"{statefulset['spec']['serviceName']}.{namespace}.svc.cluster.local"
+    assert target.port == 8001
 
 
 def test_everything_lands_in_one_namespace() -> None:

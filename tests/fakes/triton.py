@@ -53,6 +53,7 @@ from tritonclient.utils import InferenceServerException
 
 from gateway.errors import UpstreamUnavailable
 from gateway.families.whisper.tokens import WhisperTokenizer, load_tokenizer
+from gateway.triton.backend import Route
 from gateway.triton.client import translate_error
 from gateway.triton.contract import ModelContract, parse_model_config
 from gateway.triton.responses import is_final
@@ -75,6 +76,8 @@ class Script:
     fail_after: int | None = None  # an error response after this many tokens
     error: str = "Executor failed: CUDA error: an illegal memory access was encountered"
     hang_after: int | None = None  # after this many tokens, nothing more until cancelled
+    # After this many tokens the connection drops: gRPC UNAVAILABLE, as when the server dies.
+    unavailable_after: int | None = None
     kv_cache_reused_blocks: int = 0  # reported with return_perf_metrics
     # Whisper: the window's speech, the language it detects, the end of its one segment.
     transcript: str = " The quick brown fox."
@@ -106,8 +109,9 @@ class _Events:
 class FakeTriton:
     """One fake Triton server (``TritonBackend``) holding ``configs``, shared by every request.
 
-    Switches: ``down`` (unreachable: no config, not ready, every stream UNAVAILABLE) and
-    ``unready`` (model names loaded but not at ready state).
+    Switches: ``down`` (unreachable: no config, not ready, every stream UNAVAILABLE),
+    ``unready`` (model names loaded but not at ready state) and ``hung`` (connected but
+    answering nothing, as a stopped process: probes and streams wait until cancelled).
     """
 
     def __init__(
@@ -122,10 +126,13 @@ class FakeTriton:
         """Forget every request and go back to the default script, up and ready."""
         self.script = Script()
         self.down = False
+        self.hung = False
         self.unready: set[str] = set()
         self.requests: list[ReceivedRequest] = []
         self.cancelled: list[str] = []
         self.config_reads: list[str] = []
+        self.active = 0  # requests being answered now, and the most at once
+        self.peak = 0
         self._arrived = _Events()
         self._cancels = _Events()
 
@@ -157,6 +164,8 @@ class FakeTriton:
         return parse_model_config(json.loads(json.dumps(config)))
 
     async def is_ready(self, model_names: Sequence[str] = ()) -> bool:
+        if self.hung:
+            await asyncio.Event().wait()
         if self.down:
             return False
         return all(n in self.configs and n not in self.unready for n in model_names)
@@ -170,6 +179,7 @@ class FakeTriton:
         inputs: Sequence[grpcclient.InferInput],
         request_id: str,
         outputs: Sequence[str] = (),
+        route: Route | None = None,
     ) -> AsyncIterator[service_pb2.ModelInferResponse]:
         try:
             request = _get_inference_request(
@@ -188,15 +198,12 @@ class FakeTriton:
         except InferenceServerException as exc:
             raise translate_error(exc) from exc
         if self.down:
-            raise translate_error(
-                grpc.aio.AioRpcError(
-                    grpc.StatusCode.UNAVAILABLE,
-                    grpc.aio.Metadata(),
-                    grpc.aio.Metadata(),
-                    "failed to connect to all addresses",
-                )
-            )
+            raise _unavailable()
+        if self.hung:
+            await asyncio.Event().wait()
         ended = False  # by the fake: its final response or an error response
+        self.active += 1
+        self.peak = max(self.peak, self.active)
         try:
             # As TritonClient reads the stream: an error message raises, a final flag ends it.
             async with aclosing(self._serve(request)) as messages:
@@ -209,6 +216,7 @@ class FakeTriton:
                     if ended:
                         break
         finally:
+            self.active -= 1
             if not ended:
                 self.cancelled.append(request_id)
                 self._cancels.get(request_id).set()
@@ -239,6 +247,8 @@ class FakeTriton:
         for index in range(len(items) + 1):
             if script.fail_after == index:
                 raise TritonRejected(script.error)
+            if script.unavailable_after == index:
+                raise _unavailable()
             if script.hang_after == index:
                 await asyncio.Event().wait()  # until the request is cancelled
             if index == len(items):
@@ -328,6 +338,18 @@ class FakeTriton:
             body = generated if exclude or exclude is None else [*prompt, *generated]
             yield infer_response(**ids, **_asked(_ids_outputs(body), request.outputs))
         yield infer_response(final=True, **ids)
+
+
+def _unavailable() -> Exception:
+    """What ``TritonClient`` raises when the server cannot be reached or the stream drops."""
+    return translate_error(
+        grpc.aio.AioRpcError(
+            grpc.StatusCode.UNAVAILABLE,
+            grpc.aio.Metadata(),
+            grpc.aio.Metadata(),
+            "failed to connect to all addresses",
+        )
+    )
 
 
 class _Scores:

@@ -119,3 +119,43 @@ def test_each_media_default_is_the_media_planes_own() -> None:
     assert settings.fetch.limits(settings.media.max_bytes) == FetchLimits()
     assert settings.decode.offload_limits() == OffloadLimits()
     assert settings.media.max_bytes == limits.DEFAULT_MAX_BYTES
+
+
+def test_replicas_from_toml_and_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "gateway.toml"
+    config.write_text(
+        '[[models]]\nid = "m"\nfamily = "llava"\ntriton_model = "ensemble"\n'
+        'triton_url = ["triton-0.triton:8001", "triton-1.triton:8001"]\n'
+        'routing = "least_loaded"\n'
+    )
+    monkeypatch.setenv("MMGW_EMBEDDED__REPLICAS", "3")
+    settings = load_settings(config)
+    assert settings.embedded.replicas == 3
+    [model] = settings.models
+    assert model.triton_target == "triton-0.triton:8001,triton-1.triton:8001"
+    assert model.routing == "least_loaded" and model.spill_ratio == 1.5
+
+
+def test_replica_targets_are_checked() -> None:
+    one = ServedModel(id="m", family="llava", triton_model="e", triton_url=["a:1"])
+    assert one.triton_url == "a:1"  # a list of one is one server
+    two = ServedModel(id="m", family="llava", triton_model="e", triton_url="a:1, b:1")
+    assert two.triton_url == ["a:1", "b:1"]  # as --triton-url takes them
+    for wrong in ([], ["a:1", "a:1"], "dns:///no-port"):
+        with pytest.raises(ValueError):
+            ServedModel(id="m", family="llava", triton_model="e", triton_url=wrong)
+    with pytest.raises(ValueError, match="must share routing"):
+        Settings(
+            models=[
+                ServedModel(id="a", family="llava", triton_model="e", triton_url="t:1"),
+                ServedModel(
+                    id="b",
+                    family="llava",
+                    triton_model="e",
+                    triton_url="t:1",
+                    routing="round_robin",
+                ),
+            ]
+        )

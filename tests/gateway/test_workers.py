@@ -30,6 +30,16 @@ def test_workers_point_at_the_supervisor_s_triton_and_launch_nothing() -> None:
     assert worker.models[0].tokenizer is None
 
 
+def test_workers_serve_the_supervisor_s_embedded_replicas_as_one_set() -> None:
+    embedded = ServedModel(id="ref", family="llava", triton_model="reference_llava")
+    settings = Settings(models=[embedded], embedded={"replicas": 2})
+    worker = settings.with_embedded_at("127.0.0.1:9001,127.0.0.1:9002")
+    # What the worker reads back from the settings file the supervisor writes.
+    loaded = Settings.model_validate_json(worker.model_dump_json())
+    assert loaded.models[0].triton_url == ["127.0.0.1:9001", "127.0.0.1:9002"]
+    assert loaded.models[0].triton_target == "127.0.0.1:9001,127.0.0.1:9002"
+
+
 def test_the_shared_socket_is_listening_and_inherited() -> None:
     sock = listening_socket("127.0.0.1", 0)
     try:

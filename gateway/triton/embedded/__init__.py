@@ -4,12 +4,14 @@
   its stub needs (``StubPython``, ``TritonInstall``, ``server_environment``);
 - ``launcher``: ``EmbeddedTriton``, which starts it (retrying a server that dies before it is
   ready), watches it and restarts it;
+- ``group``: ``EmbeddedReplicas``, several of them over one repository (replicas);
 - ``cleanup``: what a dead server leaves (stuck stubs, ``/dev/shm`` regions) is removed.
 """
 
 from __future__ import annotations
 
 from gateway.triton.embedded.cleanup import Leftovers, reap
+from gateway.triton.embedded.group import EmbeddedReplicas
 from gateway.triton.embedded.install import (
     StubPython,
     TritonInstall,
@@ -34,6 +36,7 @@ __all__ = [
     "DEFAULT_START_BACKOFF_S",
     "DEFAULT_STUB_TIMEOUT_S",
     "DiedBeforeReady",
+    "EmbeddedReplicas",
     "EmbeddedTriton",
     "Leftovers",
     "StubPython",

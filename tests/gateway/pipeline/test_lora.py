@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -110,7 +111,7 @@ class FakeClient:
         self.fail = fail
 
     async def stream(
-        self, model: str, inputs: list, request_id: str, outputs: tuple = ()
+        self, model: str, inputs: list, request_id: str, outputs: tuple = (), route: Any = None
     ) -> AsyncIterator:
         if self.fail:
             raise UpstreamFailed("LoRA task 7 not found in cache")

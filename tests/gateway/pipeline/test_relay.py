@@ -4,6 +4,7 @@ errors and early exits (for metrics and the access log)."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -33,7 +34,7 @@ class FakeClient:
         self.closed = False
 
     async def stream(
-        self, model: str, inputs: list, request_id: str, outputs: tuple = ()
+        self, model: str, inputs: list, request_id: str, outputs: tuple = (), route: Any = None
     ) -> AsyncIterator:
         self.request_ids.append(request_id)
         try:

@@ -45,7 +45,12 @@ class FakeClient:
         return parse_model_config(self.config)
 
     async def stream(
-        self, model: str, inputs: list, request_id: str, outputs: tuple[str, ...] = ()
+        self,
+        model: str,
+        inputs: list,
+        request_id: str,
+        outputs: tuple[str, ...] = (),
+        route: Any = None,
     ) -> AsyncIterator[Any]:
         self.calls.append(request_id)
         if request_id.endswith("-lang"):

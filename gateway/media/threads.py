@@ -1,0 +1,153 @@
+"""The decode thread lane: still images whose worst case the header checks bound, decoded in a
+small pool of threads of the gateway's own process instead of a worker process.
+
+Why: a worker process costs a pickled copy of the array back, two process wake-ups and two
+pipe hand-offs per item; for a 336 x 336 JPEG that is several times the decoding itself.
+Pillow releases the GIL while it decodes and resizes, so a thread does the same work without
+the round trip, and the event loop keeps running.
+
+Why only some images: a thread cannot be killed. Work goes to a thread only when its worst
+case is bounded before it starts, by what ``takes`` reads from the header (no PIL):
+
+- the format is PNG or a one-pass JPEG (baseline or extended sequential, Huffman-coded).
+  Their decoding is one pass over the pixels and the bytes. Progressive, arithmetic and
+  lossless JPEGs (time grows with the number of scans, which a crafted file multiplies),
+  WebP and GIF (animation, canvas handling) and anything unrecognised go to a process;
+- the header states a size, within ``max_pixels`` and ``max_side``: decoded memory is at most
+  ``max_pixels`` x 4 bytes and the family's resize works on at most that many pixels;
+- the header read itself is bounded (``read_header`` walks at most a few hundred JPEG
+  segments): it runs on the event loop;
+- the encoded bytes are within ``max_bytes`` (the bytes bound the entropy decoding and the
+  PNG chunks: Pillow caps text chunks itself).
+
+The same item budget still applies: a caller waits at most ``item_timeout_s`` and gets
+``media_timeout``; the thread then finishes its bounded work and only then frees its slot, so
+abandoned items still count against the lane's size. Where Pillow reads a different size than
+the header did, the image is refused here with ``MediaTooLarge`` and the pipeline sends it to a
+worker process, which decides under the full limits (and the address-space cap).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from gateway.errors import MediaTimeout
+from gateway.media import limits
+from gateway.media._worker import call_job
+from gateway.media.image import ImageLimits, read_header
+
+__all__ = ["ThreadLane", "ThreadLimits"]
+
+T = TypeVar("T")
+_ONE_PASS_FORMATS = frozenset({"JPEG", "PNG"})
+
+
+@dataclass(frozen=True)
+class ThreadLimits:
+    """How many threads decode at once, and what an image may be to go to one."""
+
+    threads: int = limits.DEFAULT_DECODE_THREADS
+    max_pixels: int = limits.DEFAULT_THREAD_MAX_PIXELS
+    max_bytes: int = limits.DEFAULT_THREAD_MAX_BYTES
+    max_side: int = limits.DEFAULT_THREAD_MAX_SIDE
+
+    def takes(self, data: bytes) -> bool:
+        """Whether decoding ``data`` is bounded enough for a thread (see the module's list)."""
+        if self.threads < 1 or not data or len(data) > self.max_bytes:
+            return False
+        header = read_header(data)
+        if header.format not in _ONE_PASS_FORMATS or not header.single_pass:
+            return False
+        if header.size is None:
+            return False
+        width, height = header.size
+        return 0 < width * height <= self.max_pixels and 0 < max(width, height) <= self.max_side
+
+    def image_limits(self, image: ImageLimits) -> ImageLimits:
+        """``image`` tightened to this lane's caps, so PIL's own view of the size is held to
+        them too (a file whose header lied is refused here and goes to a process)."""
+        return ImageLimits(
+            max_bytes=min(image.max_bytes, self.max_bytes),
+            max_pixels=min(image.max_pixels, self.max_pixels),
+            max_side=min(image.max_side or self.max_side, self.max_side),
+        )
+
+
+class ThreadLane:
+    """A fixed pool of ``limits.threads`` threads; ``run(function, *args)`` runs one item.
+
+    Callers queue (on the event loop, measured by ``on_wait``) for a free slot; the budget
+    counts from the hand-over. ``items`` counts items handed to a thread, ``abandoned``
+    those whose caller stopped waiting (timeout); their threads ran on to the end of their
+    bounded work.
+    """
+
+    def __init__(self, limits: ThreadLimits, item_timeout_s: float) -> None:
+        if limits.threads < 1 or item_timeout_s <= 0:
+            raise ValueError("need at least one thread and a positive time budget")
+        self.limits = limits
+        self.item_timeout_s = item_timeout_s
+        self._executor = ThreadPoolExecutor(limits.threads, thread_name_prefix="decode")
+        self._slots = asyncio.Semaphore(limits.threads)
+        self.items = 0
+        self.abandoned = 0
+        self.busy = 0
+        self._warm()
+
+    def _warm(self) -> None:
+        """Start every thread now: a cold pool starts one per hand-over, on the request path."""
+        for _ in range(self.limits.threads):
+            self._executor.submit(time.sleep, 0)
+
+    async def run(
+        self,
+        function: Callable[..., T],
+        *args: Any,
+        what: str = "the media",
+        on_wait: Callable[[float], None] | None = None,
+    ) -> T:
+        """``function(*args)`` in a thread within the item budget; its errors mapped as a
+        worker process maps them (MemoryError -> MediaTooLarge, others MediaDecodeError)."""
+        queued = time.perf_counter()
+        await self._slots.acquire()
+        if on_wait is not None:
+            on_wait(time.perf_counter() - queued)
+        self.busy += 1
+        self.items += 1
+        try:
+            future = asyncio.get_running_loop().run_in_executor(
+                self._executor, call_job, function, args
+            )
+        except BaseException:
+            self._free()
+            raise
+        future.add_done_callback(self._finished)  # the slot is free when the thread is
+        try:
+            ok, value = await asyncio.wait_for(asyncio.shield(future), self.item_timeout_s)
+        except asyncio.TimeoutError:
+            self.abandoned += 1
+            raise MediaTimeout(
+                f"Decoding {what} took longer than the {self.item_timeout_s:g} s "
+                "this server allows per item."
+            ) from None
+        if ok:
+            return value
+        raise value
+
+    def _finished(self, future: asyncio.Future[Any]) -> None:
+        if not future.cancelled():
+            future.exception()  # retrieved: an abandoned item's error is nobody's now
+        self._free()
+
+    def _free(self) -> None:
+        self.busy -= 1
+        self._slots.release()
+
+    def close(self) -> None:
+        """Stop taking items; threads still running finish their (bounded) work."""
+        self._executor.shutdown(wait=False, cancel_futures=True)
