@@ -75,9 +75,14 @@ def requested_guide(
     return asked[0] if asked else None
 
 
+# OpenAI's json_object means an object. TensorRT-LLM's guide type ``json`` is xgrammar's
+# built-in JSON grammar, which admits an array too, so an object is asked for by schema.
+JSON_OBJECT = Guide("json_schema", json.dumps({"type": "object"}))
+
+
 def _response_format(response_format: ResponseFormat) -> Guide:
     if response_format.type == "json_object":
-        return Guide("json")
+        return JSON_OBJECT
     if response_format.type != "json_schema":
         raise InvalidRequest(
             f"response_format type {response_format.type!r} is not supported: use 'text', "
@@ -124,7 +129,7 @@ def _structured(structured: object) -> Asked:
 def _vllm_guide(kind: str, value: object, param: str) -> Guide:
     """One of vLLM's constraints as a guide; a value of the wrong shape is a 400."""
     if kind == "json_object":
-        return Guide("json")
+        return JSON_OBJECT
     if kind == "json" and isinstance(value, dict):
         return Guide("json_schema", json.dumps(value))
     if kind == "choice":

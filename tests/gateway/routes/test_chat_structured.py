@@ -29,7 +29,8 @@ def guide_sent(fake: FakeTriton) -> tuple[str | None, str | None]:
     ("fields", "sent"),
     [
         ({"response_format": JSON_SCHEMA}, ("json_schema", json.dumps(SCHEMA))),
-        ({"response_format": {"type": "json_object"}}, ("json", None)),
+        # An object, as OpenAI means it (TensorRT-LLM's ``json`` admits an array too).
+        ({"response_format": {"type": "json_object"}}, ("json_schema", '{"type": "object"}')),
         ({"structured_outputs": {"regex": "[0-9]+"}}, ("regex", "[0-9]+")),
         ({"structured_outputs": {"choice": ["yes", "no"]}}, ("regex", "(yes)|(no)")),
         ({"guided_grammar": 'root ::= "a"'}, ("ebnf_grammar", 'root ::= "a"')),

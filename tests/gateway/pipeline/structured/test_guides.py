@@ -11,7 +11,7 @@ import pytest
 from gateway.errors import InvalidRequest
 from gateway.families.calls import Guide
 from gateway.pipeline.structured.compile import GuideCache, compile_error
-from gateway.pipeline.structured.guides import literal_regex, requested_guide
+from gateway.pipeline.structured.guides import JSON_OBJECT, literal_regex, requested_guide
 from gateway.protocol.structured import ResponseFormat
 
 SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
@@ -24,7 +24,7 @@ def fmt(**fields: object) -> ResponseFormat:
 @pytest.mark.parametrize(
     ("response_format", "extra", "guide", "param"),
     [
-        (fmt(type="json_object"), {}, Guide("json"), "response_format"),
+        (fmt(type="json_object"), {}, JSON_OBJECT, "response_format"),
         (
             fmt(type="json_schema", json_schema={"name": "x", "schema": SCHEMA, "strict": True}),
             {}, Guide("json_schema", json.dumps(SCHEMA)), "response_format",
@@ -36,7 +36,7 @@ def fmt(**fields: object) -> ResponseFormat:
          "structured_outputs.regex"),
         (None, {"structured_outputs": {"grammar": "root ::= [0-9]+"}},
          Guide("ebnf_grammar", "root ::= [0-9]+"), "structured_outputs.grammar"),
-        (None, {"structured_outputs": {"json_object": True}}, Guide("json"),
+        (None, {"structured_outputs": {"json_object": True}}, JSON_OBJECT,
          "structured_outputs.json_object"),
         (None, {"guided_json": json.dumps(SCHEMA)}, Guide("json_schema", json.dumps(SCHEMA)),
          "guided_json"),
