@@ -19,11 +19,12 @@ the caller.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +49,35 @@ CREATE INDEX IF NOT EXISTS responses_by_age ON responses (created_at);
 """
 BUSY_TIMEOUT_MS = 10_000  # how long a writer waits for another process's transaction
 MAX_CHAIN = 1_000  # responses one conversation may go back through
+
+
+@contextlib.contextmanager
+def _writing(db: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction, its write lock taken first (``BEGIN IMMEDIATE`` waits out
+    ``busy_timeout``). A deferred transaction that reads and then writes is refused at once
+    with "database is locked" when another process writes meanwhile (SQLite does not wait
+    there: it would deadlock), which is what several gateway workers would hit."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+def _patiently(statement: Callable[[], object]) -> None:
+    """Switching a new file to WAL takes an exclusive lock that ``busy_timeout`` does not wait
+    for in every SQLite: retried for as long as a writer would wait."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            statement()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 @dataclass(frozen=True)
@@ -101,12 +131,17 @@ class ResponseStore:
         """The connection, opened on first use (on the store's thread)."""
         if self._connection is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            connection = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000)
+            # Autocommit: every write opens its own BEGIN IMMEDIATE (``_writing``).
+            connection = sqlite3.connect(
+                self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None
+            )
             connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            connection.execute("PRAGMA journal_mode = WAL")
+            _patiently(lambda: connection.execute("PRAGMA journal_mode = WAL"))
             connection.execute("PRAGMA synchronous = NORMAL")  # WAL: durable at checkpoints
-            with connection:
-                connection.executescript(_SCHEMA)
+            with _writing(connection):
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        connection.execute(statement)
                 connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             self._connection = connection
         return self._connection
@@ -117,7 +152,7 @@ class ResponseStore:
         retention = self.retention
 
         def write(db: sqlite3.Connection) -> None:
-            with db:
+            with _writing(db):
                 db.execute(
                     "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?)",
                     (stored.id, stored.scope, stored.created_at, stored.previous_id, response,
@@ -164,7 +199,7 @@ class ResponseStore:
         """True when the response existed in ``scope`` and is now gone."""
 
         def remove(db: sqlite3.Connection) -> bool:
-            with db:
+            with _writing(db):
                 cursor = db.execute(
                     "DELETE FROM responses WHERE id = ? AND scope = ?", (response_id, scope)
                 )
