@@ -9,6 +9,7 @@ request's audio clip. Nothing here asks which family it is.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import replace
 
@@ -25,6 +26,8 @@ from gateway.pipeline.structured.request import lowered, requested_output
 from gateway.pipeline.structured.tools import tool_plan
 from gateway.protocol.chat import ChatCompletionRequest
 from gateway.runtime import Runtime
+
+log = logging.getLogger(__name__)
 
 
 def refuse_unsupported(request: ChatCompletionRequest) -> None:
@@ -55,6 +58,9 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> list
     conversation = lowered(parsed.conversation, family, tools)
     family.check_conversation(conversation)
     text_input = family.render(conversation)
+    if runtime.settings.observability.log_bodies:  # the debug switch: prompts are private
+        fields = {"model": served.config.id, "prompt": text_input}
+        log.info("rendered prompt", extra={"fields": fields})
     check_prompt_size(text_input, served, runtime.settings.generation.max_prompt_chars)
     contract = await served.get_contract()
     guide = check_guide(asked, contract, served.config.id) if asked is not None else None

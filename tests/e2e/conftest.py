@@ -4,6 +4,7 @@ real tritonserver, and a loopback HTTP server that serves test images."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import tempfile
 import threading
@@ -129,18 +130,19 @@ def e2e_settings(triton: EmbeddedTriton) -> Settings:
         models=models,
         embedded=EmbeddedSettings(enabled=False),
         unsafe_allow_private_media_urls_for_tests=True,
+        # The debug switch: the rendered prompt is logged (a tool result can be seen in it).
+        observability={"log_bodies": True},
         # Stored responses (/v1/responses) in this run's own file, not the user's data folder.
         responses={"store_path": Path(tempfile.mkdtemp(prefix="mmgw-e2e-")) / "r.sqlite3"},
     )
 
 
-@pytest.fixture(scope="session")
-async def gateway_url(embedded_triton: EmbeddedTriton) -> AsyncIterator[str]:
-    """The gateway, really listening on a loopback port, in this test session's loop."""
+@contextlib.asynccontextmanager
+async def serving(settings: Settings) -> AsyncIterator[str]:
+    """A gateway with ``settings``, really listening on a loopback port, in this loop; stopped
+    (its lifespan closed) on exit."""
     port = free_loopback_port()
-    config = uvicorn.Config(
-        create_app(e2e_settings(embedded_triton)), host="127.0.0.1", port=port, log_level="warning"
-    )
+    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
     while not server.started:
@@ -152,3 +154,10 @@ async def gateway_url(embedded_triton: EmbeddedTriton) -> AsyncIterator[str]:
     finally:
         server.should_exit = True
         await task
+
+
+@pytest.fixture(scope="session")
+async def gateway_url(embedded_triton: EmbeddedTriton) -> AsyncIterator[str]:
+    """The session's gateway in front of the session's Triton."""
+    async with serving(e2e_settings(embedded_triton)) as url:
+        yield url

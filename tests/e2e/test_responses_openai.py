@@ -1,18 +1,27 @@
 """The official OpenAI SDK's Responses API against the gateway in front of the real co-launched
 Triton: an image and text in, ``output_text`` out; ``responses.stream`` and its final response
 equal to the non-streamed one under greedy sampling; a continuation that reuses the first
-turn's image from the KV cache; GET, input_items and DELETE."""
+turn's image from the KV cache; GET, input_items and DELETE; ``responses.parse`` with a
+Pydantic model; a forced tool call and its result; stored responses across a restart, per
+API key."""
 
 from __future__ import annotations
 
 import base64
+import json
+import logging
+from pathlib import Path
+from typing import Literal
 
 import openai
 import pytest
 from openai import AsyncOpenAI
 from openai.types.responses import Response
+from pydantic import BaseModel, Field
 
-from tests.e2e.conftest import make_image
+from gateway.config.responses import ResponsesSettings
+from gateway.triton.embedded import EmbeddedTriton
+from tests.e2e.conftest import e2e_settings, make_image, serving
 
 pytestmark = pytest.mark.e2e
 
@@ -123,3 +132,87 @@ async def test_a_stored_response_is_read_listed_and_deleted(client: AsyncOpenAI)
     await client.responses.delete(created.id)
     with pytest.raises(openai.NotFoundError):
         await client.responses.retrieve(created.id)
+
+
+class Sighting(BaseModel):
+    """Bounded everywhere: a tiny random model stops only where the schema makes it."""
+
+    color: Literal["red", "green", "blue"]
+    count: int = Field(ge=0, le=9)
+
+
+async def test_parse_returns_a_valid_object(client: AsyncOpenAI) -> None:
+    response = await client.responses.parse(
+        model="reference-llava", input=image_question("Which color, and how many?"),
+        text_format=Sighting, max_output_tokens=64, temperature=0,
+    )  # fmt: skip
+    assert response.status == "completed"
+    assert isinstance(response.output_parsed, Sighting)
+
+
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "The weather now in a city.",
+    "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string", "enum": ["Paris", "Oslo"]}},
+        "required": ["city"],
+        "additionalProperties": False,
+    },
+    "strict": True,
+}
+
+
+async def test_a_forced_tool_call_and_its_result_make_a_loop(
+    client: AsyncOpenAI, caplog: pytest.LogCaptureFixture
+) -> None:
+    first = await client.responses.create(
+        model="reference-llava", input="What is the weather in Paris?", tools=[WEATHER],
+        tool_choice={"type": "function", "name": "get_weather"}, max_output_tokens=64,
+        temperature=0,
+    )  # fmt: skip
+    calls = [item for item in first.output if item.type == "function_call"]
+    assert len(calls) == 1 and calls[0].name == "get_weather"
+    assert json.loads(calls[0].arguments)["city"] in ("Paris", "Oslo")
+    result = "sunny, 21 degrees"
+    with caplog.at_level(logging.INFO, logger="gateway.pipeline.chat"):
+        second = await client.responses.create(
+            model="reference-llava", previous_response_id=first.id, tools=[WEATHER],
+            input=[{"type": "function_call_output", "call_id": calls[0].call_id,
+                    "output": result}],
+            max_output_tokens=4, temperature=0,
+        )  # fmt: skip
+    assert second.status in ("completed", "incomplete")
+    prompts = [r.fields["prompt"] for r in caplog.records if r.getMessage() == "rendered prompt"]
+    assert prompts, "the rendered prompt is logged under observability.log_bodies"
+    # The second turn's prompt holds the call the model made and the result it was given.
+    call = {"name": "get_weather", "arguments": json.loads(calls[0].arguments)}
+    assert result in prompts[-1] and json.dumps(call) in prompts[-1]
+    items = [item.type async for item in client.responses.input_items.list(second.id)]
+    assert "function_call_output" in items
+
+
+async def test_stored_responses_survive_a_restart_per_key(
+    embedded_triton: EmbeddedTriton, tmp_path: Path
+) -> None:
+    settings = e2e_settings(embedded_triton).model_copy(
+        update={"api_keys": ("sk-one", "sk-two"),
+                "responses": ResponsesSettings(store_path=tmp_path / "store.sqlite3")}
+    )  # fmt: skip
+
+    def as_key(url: str, key: str) -> AsyncOpenAI:
+        return AsyncOpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0, timeout=120)
+
+    async with serving(settings) as url:
+        made = await as_key(url, "sk-one").responses.create(
+            model="reference-llava", input="Hello there", max_output_tokens=4, temperature=0
+        )
+    async with serving(settings) as url:  # a new gateway process's view of the same file
+        again = await as_key(url, "sk-one").responses.retrieve(made.id)
+        assert again.output_text == made.output_text
+        with pytest.raises(openai.NotFoundError):
+            await as_key(url, "sk-two").responses.retrieve(made.id)
+        await as_key(url, "sk-one").responses.delete(made.id)
+        with pytest.raises(openai.NotFoundError):
+            await as_key(url, "sk-one").responses.retrieve(made.id)
