@@ -298,7 +298,7 @@ async def test_tools_with_tool_choice_none_may_still_constrain_the_answer(
     )  # fmt: skip
     assert completion.choices[0].message.content == '{"a": 1}'
     assert "<tools>" not in fake.requests[-1].scalar("text_input")
-    assert fake.requests[-1].scalar("guided_decoding_guide_type") == "json"
+    assert fake.requests[-1].scalar("guided_decoding_guide_type") == "json_schema"  # an object
 
 
 class Step(BaseModel):
