@@ -104,6 +104,16 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     app.mount(docs.ASSETS, docs.assets(), name="docs-assets")
     app.openapi = lambda: openapi.build(app)  # type: ignore[method-assign]
     app.state.metrics = gateway_metrics
+    _add_routes(app, settings)
+    app.add_exception_handler(GatewayError, _gateway_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(Exception, _unexpected_error)
+    _add_middleware(app, settings, gateway_metrics)
+    return app
+
+
+def _add_routes(app: FastAPI, settings: Settings) -> None:
     routers = [
         chat.router,
         completions.router,
@@ -121,13 +131,12 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     # What a request refused before routing (401, 429; the protocol's 408 and 431) is counted
     # under: the endpoint its method and path match.
     app.state.endpoints = [route for router in routers for route in router.routes]
-    app.add_exception_handler(GatewayError, _gateway_error)
-    app.add_exception_handler(StarletteHTTPException, _http_error)
-    app.add_exception_handler(RequestValidationError, _validation_error)
-    app.add_exception_handler(Exception, _unexpected_error)
-    # Added innermost first: request id -> access log and metrics -> drain -> API key -> body
-    # deadlines -> in-flight cap (a slot is taken once the body is in, so the deadlines
-    # bound the phase before it).
+
+
+def _add_middleware(app: FastAPI, settings: Settings, gateway_metrics: GatewayMetrics) -> None:
+    """Added innermost first: request id -> access log and metrics -> drain -> API key -> body
+    deadlines -> in-flight cap (a slot is taken once the body is in, so the deadlines bound
+    the phase before it)."""
     server = settings.server
     app.add_middleware(
         InFlightLimitMiddleware, limit=server.max_in_flight, gauge=gateway_metrics.in_flight
@@ -147,4 +156,3 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
         routes=app.state.endpoints,
     )
     app.add_middleware(RequestIdMiddleware)
-    return app
