@@ -96,9 +96,6 @@ class Runtime:
         if self.responses is None:
             self.responses = response_store(self.settings)
         self.metrics.watch_collisions(lambda: self.extra_ids.collisions)
-        self.metrics.watch_replicas(
-            lambda: [sample for rs in self.replica_sets for sample in rs.samples()]
-        )
         self.readiness = ReadinessWatch(
             {url: (client, self._triton_models(url)) for url, client in self.clients.items()}
         )
@@ -215,7 +212,7 @@ async def build_runtime(
     for served in settings.models:
         url = served.triton_target or (",".join(embedded.grpc_urls) if embedded else "")
         if url not in clients:
-            clients[url] = await _backend(url, served, settings, connect)
+            clients[url] = await _backend(url, served, settings, connect, metrics)
         client = clients[url]
         family = get_family(served.family, served.family_options)
         if served.lora and not family.supports_lora:
@@ -250,7 +247,11 @@ async def build_runtime(
 
 
 async def _backend(
-    url: str, served: ServedModel, settings: Settings, connect: Callable[[str], TritonBackend]
+    url: str,
+    served: ServedModel,
+    settings: Settings,
+    connect: Callable[[str], TritonBackend],
+    metrics: GatewayMetrics,
 ) -> TritonBackend:
     """One Triton's client, or a replica set over several (a comma list or a dns: name)."""
     if not is_dns(url) and "," not in url:
@@ -265,6 +266,7 @@ async def _backend(
         eject_backoff_s=settings.upstream.eject_backoff_s,
         dns_refresh_s=settings.upstream.dns_refresh_s,
         probe_timeout_s=min(2.0, 0.8 * settings.upstream.ready_check_interval_s),
+        metrics=metrics.replicas,
     )
     await replica_set.refresh()  # a dns: name's first addresses
     return replica_set

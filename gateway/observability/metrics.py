@@ -12,8 +12,7 @@ media metrics are labelled by kind (image, video, audio) only.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator
-from typing import NamedTuple
+from collections.abc import Callable, Iterator
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -24,7 +23,7 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 # Set for worker processes by the supervisor; prometheus_client reads it when it is imported.
@@ -55,57 +54,38 @@ class _CollisionCollector(Collector):
         )
 
 
-class ReplicaSample(NamedTuple):
-    """One Triton replica's counters at scrape time (``ReplicaSet.samples``)."""
+class ReplicaMetrics:
+    """Per Triton replica: calls, calls open, health, ejections, retries. Updated as they
+    happen (a few operations per call, none per token), so under ``--workers`` every worker's
+    are added up like the rest (the in-flight gauge over live workers; health is 1 when any
+    live worker routes to the replica)."""
 
-    replica: str
-    requests: int
-    in_flight: int
-    healthy: bool
-    ejections: int
-    retried: int
-
-
-class _ReplicaCollector(Collector):
-    """Per-replica requests, in-flight, health, ejections and retries, read at scrape time:
-    the replica sets keep plain counters, so a call costs no metric operation."""
-
-    def __init__(self) -> None:
-        self.source: Callable[[], Iterable[ReplicaSample]] | None = None
-
-    def collect(self) -> Iterator[Metric]:
-        samples = list(self.source()) if self.source is not None else []
-        families: dict[str, CounterMetricFamily | GaugeMetricFamily] = {
-            "requests": CounterMetricFamily(
-                "mmgw_replica_requests",
-                "Calls sent to each Triton replica (a retry counts on both).",
-                labels=["replica"],
-            ),
-            "in_flight": GaugeMetricFamily(
-                "mmgw_replica_in_flight", "Calls open on each Triton replica.", labels=["replica"]
-            ),
-            "healthy": GaugeMetricFamily(
-                "mmgw_replica_healthy",
-                "1 while a replica is routed to (probe passing, not ejected, config agreeing).",
-                labels=["replica"],
-            ),
-            "ejections": CounterMetricFamily(
-                "mmgw_replica_ejections",
-                "Times a replica was taken out after a call could not reach it.",
-                labels=["replica"],
-            ),
-            "retried": CounterMetricFamily(
-                "mmgw_replica_retries",
-                "Calls that failed on a replica before their first byte and were retried on "
-                "the next.",
-                labels=["replica"],
-            ),
-        }
-        for sample in samples:
-            for name, family in families.items():
-                family.add_metric([sample.replica], float(getattr(sample, name)))
-        if samples:
-            yield from families.values()
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r = registry
+        self.requests = Counter(
+            "mmgw_replica_requests", "Calls sent to each Triton replica (a retry counts on both).",
+            ["replica"], registry=r,
+        )  # fmt: skip
+        self.in_flight = Gauge(
+            "mmgw_replica_in_flight", "Calls open on each Triton replica.", ["replica"],
+            registry=r, multiprocess_mode="livesum",
+        )  # fmt: skip
+        self.healthy = Gauge(
+            "mmgw_replica_healthy",
+            "1 while a replica is routed to (probe passing, not ejected, config agreeing).",
+            ["replica"], registry=r, multiprocess_mode="livemax",
+        )  # fmt: skip
+        self.ejections = Counter(
+            "mmgw_replica_ejections",
+            "Times a replica was taken out after a call could not reach it.",
+            ["replica"], registry=r,
+        )  # fmt: skip
+        self.retries = Counter(
+            "mmgw_replica_retries",
+            "Calls that failed on a replica before their first byte and were retried on the "
+            "next.",
+            ["replica"], registry=r,
+        )  # fmt: skip
 
 
 class GatewayMetrics:
@@ -117,8 +97,7 @@ class GatewayMetrics:
         self._define_media_metrics()
         self._collisions = _CollisionCollector()
         self.registry.register(self._collisions)
-        self._replicas = _ReplicaCollector()
-        self.registry.register(self._replicas)
+        self.replicas = ReplicaMetrics(self.registry)
 
     def _define_request_metrics(self) -> None:
         r = self.registry
@@ -241,20 +220,15 @@ class GatewayMetrics:
         """Report ``read()`` (the ExtraIdRegistry's collision count) at every scrape."""
         self._collisions.source = read
 
-    def watch_replicas(self, read: Callable[[], Iterable[ReplicaSample]]) -> None:
-        """Report ``read()`` (every replica set's samples) at every scrape."""
-        self._replicas.source = read
-
     def render(self) -> tuple[bytes, str]:
         """The text exposition format and its content type. Under a supervisor
         (``PROMETHEUS_MULTIPROC_DIR`` set: ``mmgw serve --workers N``) the metric families
-        are every worker's added up, read from their shared files; the collisions count
-        and the ``mmgw_replica_*`` counters read at scrape time are this worker's."""
+        are every worker's added up, read from their shared files; the collisions count is
+        this worker's."""
         directory = os.environ.get(MULTIPROC_DIR)
         if not directory:
             return generate_latest(self.registry), CONTENT_TYPE_LATEST
         combined = CollectorRegistry()
         multiprocess.MultiProcessCollector(combined, path=directory)
         combined.register(self._collisions)
-        combined.register(self._replicas)
         return generate_latest(combined), CONTENT_TYPE_LATEST

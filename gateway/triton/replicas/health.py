@@ -41,8 +41,11 @@ class Health:
         self.ejected_until = now + pause
         return pause
 
-    def succeeded(self) -> None:
+    def succeeded(self) -> bool:
+        """A request reached the server; True when it ends a run of failures."""
+        recovered = self.failures > 0
         self.failures = 0
+        return recovered
 
     def probed(self, ready: bool) -> bool:
         """Record a probe; True when it changed the verdict."""

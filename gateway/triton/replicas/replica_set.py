@@ -12,8 +12,9 @@ a DNS name's addresses (``discovery.py``). What it guarantees:
 - the readiness probe (``is_ready``, run by the runtime's ``ReadinessWatch``) probes every
   replica, so a dead one leaves and a restarted one rejoins within one probe interval.
 
-Counters (requests, in flight, health, ejections, retries) are plain ints read at scrape time
-(``samples``): a call costs no metric operation.
+Each replica's calls, open calls, health, ejections and retries go to ``ReplicaMetrics`` as
+they happen (a few operations per call, none per token), so ``mmgw serve --workers`` adds
+every worker's up; ``in_flight`` is also kept as a plain int, which routing reads.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import tritonclient.grpc.aio as grpcclient
 from tritonclient.grpc import service_pb2
 
 from gateway.errors import UpstreamUnavailable
-from gateway.observability.metrics import ReplicaSample
+from gateway.observability.metrics import ReplicaMetrics
 from gateway.triton.backend import Route, TritonBackend
 from gateway.triton.contract import ModelContract
 from gateway.triton.replicas import choice
@@ -59,14 +60,16 @@ class Replica:
     name: str  # host:port, as routed to and labelled in metrics
     backend: TritonBackend
     health: Health
-    in_flight: int = 0
-    requests: int = 0
-    retried: int = 0  # calls that failed here before their first byte and went to another
+    in_flight: int = 0  # what routing reads (the metrics have it too)
     # Triton model -> None when its config agrees with the set's, else why it is refused.
     verdicts: dict[str, str | None] = field(default_factory=dict)
 
     def serves(self, model: str) -> bool:
         return model in self.verdicts and self.verdicts[model] is None
+
+    def agrees(self) -> bool:
+        """No model of this replica is refused for a disagreeing config."""
+        return all(verdict is None for verdict in self.verdicts.values())
 
 
 class ReplicaSet:
@@ -81,8 +84,10 @@ class ReplicaSet:
         eject_backoff_s: float = DEFAULT_EJECT_BACKOFF_S,
         dns_refresh_s: float = 10.0,
         probe_timeout_s: float = 2.0,
+        metrics: ReplicaMetrics | None = None,
     ) -> None:
         self.url = url
+        self.metrics = metrics
         self.routing = routing or Routing()
         self.replicas: dict[str, Replica] = {}
         self._connect = connect
@@ -105,6 +110,7 @@ class ReplicaSet:
         for name in names:
             if name not in self.replicas:
                 self.replicas[name] = Replica(name, self._connect(name), Health(self._backoff_s))
+                self._publish(self.replicas[name])
 
     async def refresh(self) -> None:
         """Resolve the DNS name again: new addresses join (once their config agrees), vanished
@@ -196,6 +202,7 @@ class ReplicaSet:
                 why,
             )
         replica.verdicts[model] = why
+        self._publish(replica)
 
     async def _verify(self, replica: Replica, models: Sequence[str]) -> None:
         """Judge a replica's config for the models the set has a reference for (once)."""
@@ -227,6 +234,7 @@ class ReplicaSet:
             log.warning("Triton replica %s of %s is %s", replica.name, self.url, state)
             if ready:
                 replica.verdicts.clear()  # a server that restarted may serve another config
+        self._publish(replica)
         if not ready:
             return False
         await self._verify(replica, models)
@@ -284,17 +292,19 @@ class ReplicaSet:
                 route.replica = replica.name
             started = False
             replica.in_flight += 1
-            replica.requests += 1
+            self._calls(replica, 1)
             try:
                 responses: Any = replica.backend.stream(model_name, inputs, request_id, outputs)
                 async with contextlib.aclosing(responses):
                     async for response in responses:
                         started = True
                         yield response
-                replica.health.succeeded()
+                if replica.health.succeeded():
+                    self._publish(replica)
                 return
             except UpstreamUnavailable as exc:
                 pause = replica.health.failed()
+                self._ejected(replica)
                 retry = not started and attempt < len(tries)
                 log.warning(
                     "Triton replica %s failed %s (%s): out for %.1f s%s",
@@ -306,23 +316,28 @@ class ReplicaSet:
                 )
                 if not retry:
                     raise
-                replica.retried += 1
+                if self.metrics is not None:
+                    self.metrics.retries.labels(replica.name).inc()
             finally:
                 replica.in_flight -= 1
+                self._calls(replica, -1)
 
     # -- observability ------------------------------------------------------------------------
 
-    def samples(self) -> list[ReplicaSample]:
-        """Each replica's counters now, for /metrics."""
-        now = time.monotonic()
-        return [
-            ReplicaSample(
-                replica=r.name,
-                requests=r.requests,
-                in_flight=r.in_flight,
-                healthy=r.health.available(now) and all(v is None for v in r.verdicts.values()),
-                ejections=r.health.ejections,
-                retried=r.retried,
-            )
-            for r in self.replicas.values()
-        ]
+    def _calls(self, replica: Replica, change: int) -> None:
+        if self.metrics is not None:
+            self.metrics.in_flight.labels(replica.name).inc(change)
+            if change > 0:
+                self.metrics.requests.labels(replica.name).inc()
+
+    def _ejected(self, replica: Replica) -> None:
+        if self.metrics is not None:
+            self.metrics.ejections.labels(replica.name).inc()
+        self._publish(replica)
+
+    def _publish(self, replica: Replica) -> None:
+        """The replica's health as routing sees it now (after a probe, a verdict, an
+        ejection, a first success after failures)."""
+        if self.metrics is not None:
+            healthy = replica.health.available() and replica.agrees()
+            self.metrics.healthy.labels(replica.name).set(1 if healthy else 0)
