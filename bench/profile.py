@@ -13,8 +13,10 @@ import shutil
 import subprocess
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
+from bench.images import image_load
 from bench.loadgen import Phase, Target
 from bench.pool import WorkerPool
 from bench.procs import cpu_seconds, parse_cpus, raise_fd_limit, say
@@ -38,6 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--rate", type=int, default=200, help="py-spy samples per second")
     add("--workers", type=int, default=2)
     add("--top", type=int, default=30, help="functions listed")
+    add("--image", type=int, default=0, help="a JPEG of this side in every request (0: text)")
     add("--gateway-cpu", default="1", help="CPU(s) for the gateway, or all")
     add("--out", type=Path, help="result folder (default build/bench/profile-<time>)")
 
@@ -83,6 +86,8 @@ async def run(args: argparse.Namespace) -> int:
         gateway = start_gateway(triton, out, parse_cpus(args.gateway_cpu))
         pool = WorkerPool(args.workers)
         target = Target("gateway", gateway.port, SERVED_ID, "/v1/chat/completions", (AUTH_HEADER,))
+        if args.image:
+            target = replace(target, image=image_load(args.image, SERVED_ID))
         phase = Phase(target, 0, args.tokens, args.duration, 1)
         record = [py_spy, "record", "--pid", str(gateway.pid), "--rate", str(args.rate)]
         record += ["--nonblocking", "--format", "raw", "--output", str(out / "profile.txt")]
