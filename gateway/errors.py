@@ -195,6 +195,11 @@ class UpstreamUnavailable(UpstreamError):
     retry_after_s = 1
 
 
+class UpstreamLost(UpstreamUnavailable):
+    """Triton became unreachable in the middle of an answer (a replica died). What it had
+    generated cannot be resumed elsewhere; an answer not yet sent can be generated again."""
+
+
 class UpstreamTimeout(UpstreamError):
     """Triton accepted the request and then went silent for too long."""
 

@@ -10,6 +10,7 @@ whole answer is collected under the same watch.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,10 +18,10 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import Response
 
-from gateway.errors import UpstreamFailed
+from gateway.errors import UpstreamFailed, UpstreamLost
 from gateway.families.calls import Choice, Outcome, Scored, TokenLogprob
 from gateway.families.tool_formats.base import ToolCall, ToolCallDelta
-from gateway.observability.record import RequestRecord
+from gateway.observability.record import RequestRecord, record_of
 from gateway.pipeline.choices import merged
 from gateway.pipeline.relay import Prepared, relay
 from gateway.pipeline.structured.events import with_tools
@@ -28,6 +29,8 @@ from gateway.streaming.disconnect import ClientDisconnected, DisconnectWatch
 from gateway.streaming.response import EventStreamResponse
 from gateway.streaming.sse import EventFormat, first_item, stream_events
 from gateway.streaming.tool_chunks import CallGatherer
+
+log = logging.getLogger(__name__)
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 CLIENT_CLOSED_REQUEST = 499  # nginx's status for a client that left; nobody reads it
@@ -74,7 +77,7 @@ async def answer(
     watch = DisconnectWatch(request.receive)
     try:
         if stream is None:
-            whole = await watch.run(_whole(begin))
+            whole = await watch.run(_whole(begin, record_of(request.state)))
             await watch.close()
             return body(whole)
         events, first = await watch.run(_first(begin))
@@ -93,8 +96,15 @@ async def _first(begin: Callable[[], Awaitable[Events]]) -> tuple[Events, Any]:
     return events, await first_item(events)
 
 
-async def _whole(begin: Callable[[], Awaitable[Events]]) -> Answer:
-    return await collect(await begin())
+async def _whole(begin: Callable[[], Awaitable[Events]], record: RequestRecord) -> Answer:
+    """The whole answer; generated once more when the replica generating it died (the set has
+    taken it out, and nothing has been sent to the client yet)."""
+    try:
+        return await collect(await begin())
+    except UpstreamLost as exc:
+        log.warning("a replica was lost mid-answer (%s); generating it once more", exc.message)
+        record.error_code = None
+        return await collect(await begin())
 
 
 async def collect(events: Events) -> Answer:

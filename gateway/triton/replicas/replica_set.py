@@ -30,7 +30,7 @@ from typing import Any
 import tritonclient.grpc.aio as grpcclient
 from tritonclient.grpc import service_pb2
 
-from gateway.errors import UpstreamUnavailable
+from gateway.errors import UpstreamLost, UpstreamUnavailable
 from gateway.observability.metrics import ReplicaMetrics
 from gateway.triton.backend import Route, TritonBackend
 from gateway.triton.contract import ModelContract
@@ -61,6 +61,8 @@ class Replica:
     backend: TritonBackend
     health: Health
     in_flight: int = 0  # what routing reads (the metrics have it too)
+    requests: int = 0
+    retried: int = 0  # calls that failed here before their first byte and went to another
     # Triton model -> None when its config agrees with the set's, else why it is refused.
     verdicts: dict[str, str | None] = field(default_factory=dict)
 
@@ -292,6 +294,7 @@ class ReplicaSet:
                 route.replica = replica.name
             started = False
             replica.in_flight += 1
+            replica.requests += 1
             self._calls(replica, 1)
             try:
                 responses: Any = replica.backend.stream(model_name, inputs, request_id, outputs)
@@ -315,7 +318,10 @@ class ReplicaSet:
                     f"; retrying on {tries[attempt].name}" if retry else "",
                 )
                 if not retry:
+                    if started:  # what it generated is lost with it
+                        raise UpstreamLost(exc.message) from exc
                     raise
+                replica.retried += 1
                 if self.metrics is not None:
                     self.metrics.retries.labels(replica.name).inc()
             finally:

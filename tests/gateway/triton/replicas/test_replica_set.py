@@ -185,15 +185,29 @@ async def test_every_replica_down_is_a_clean_503() -> None:
 async def test_nothing_already_streamed_is_retried(stream: bool) -> None:
     fakes = new_fakes()
     for fake in fakes:
-        fake.script.unavailable_after = 2  # the server dies after two tokens
+        fake.script.unavailable_after = 2  # every server dies after two tokens
     async with replicas(fakes) as (http, _):
         response = await http.post("/v1/chat/completions", json=image_chat(3, stream=stream))
-    assert sum(len(f.requests) for f in fakes) == 1
-    if stream:
+    if stream:  # the client has the first tokens: the stream ends with the error
+        assert sum(len(f.requests) for f in fakes) == 1
         payloads = sse_payloads(response.text)
         assert payloads[-2]["error"]["code"] == "upstream_unavailable"
-    else:
+    else:  # generated once more elsewhere, which died too: a clean 503, not a third try
+        assert sum(len(f.requests) for f in fakes) == 2
         assert response.status_code == 503
+
+
+async def test_a_non_streamed_answer_cut_by_a_dying_replica_is_generated_elsewhere() -> None:
+    fakes = new_fakes()
+    async with replicas(fakes) as (http, _):
+        assert (await http.post("/v1/chat/completions", json=image_chat(4))).status_code == 200
+        [home] = [f for f in fakes if f.requests]
+        home.script.unavailable_after = 2  # the image's replica dies two tokens into the next
+        response = await http.post("/v1/chat/completions", json=image_chat(4, "again"))
+    assert response.status_code == 200, response.text
+    assert response.json()["choices"][0]["message"]["content"] == "".join(home.script.tokens)
+    assert len(home.requests) == 2
+    assert sum(len(f.requests) for f in fakes if f is not home) == 1
 
 
 async def test_a_hot_image_stays_within_the_spill_bound() -> None:
