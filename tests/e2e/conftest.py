@@ -130,8 +130,6 @@ def e2e_settings(triton: EmbeddedTriton) -> Settings:
         models=models,
         embedded=EmbeddedSettings(enabled=False),
         unsafe_allow_private_media_urls_for_tests=True,
-        # The debug switch: the rendered prompt is logged (a tool result can be seen in it).
-        observability={"log_bodies": True},
         # Stored responses (/v1/responses) in this run's own file, not the user's data folder.
         responses={"store_path": Path(tempfile.mkdtemp(prefix="mmgw-e2e-")) / "r.sqlite3"},
     )

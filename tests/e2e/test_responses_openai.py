@@ -19,6 +19,7 @@ from openai import AsyncOpenAI
 from openai.types.responses import Response
 from pydantic import BaseModel, Field
 
+from gateway.config import ObservabilitySettings
 from gateway.config.responses import ResponsesSettings
 from gateway.triton.embedded import EmbeddedTriton
 from tests.e2e.conftest import e2e_settings, make_image, serving
@@ -165,8 +166,19 @@ WEATHER = {
 
 
 async def test_a_forced_tool_call_and_its_result_make_a_loop(
-    client: AsyncOpenAI, caplog: pytest.LogCaptureFixture
+    embedded_triton: EmbeddedTriton, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    # The debug switch: this gateway logs each rendered prompt, where the result is seen.
+    settings = e2e_settings(embedded_triton).model_copy(
+        update={"observability": ObservabilitySettings(log_bodies=True),
+                "responses": ResponsesSettings(store_path=tmp_path / "store.sqlite3")}
+    )  # fmt: skip
+    async with serving(settings) as url:
+        client = AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=120)
+        await _tool_loop(client, caplog)
+
+
+async def _tool_loop(client: AsyncOpenAI, caplog: pytest.LogCaptureFixture) -> None:
     first = await client.responses.create(
         model="reference-llava", input="What is the weather in Paris?", tools=[WEATHER],
         tool_choice={"type": "function", "name": "get_weather"}, max_output_tokens=64,
