@@ -20,6 +20,7 @@ from openai.types.responses import Response
 from pydantic import BaseModel, Field
 
 from gateway.config import ObservabilitySettings
+from gateway.config.limits import UpstreamSettings
 from gateway.config.responses import ResponsesSettings
 from gateway.triton.embedded import EmbeddedTriton
 from tests.e2e.conftest import e2e_settings, make_image, serving
@@ -169,21 +170,38 @@ async def test_a_forced_tool_call_and_its_result_make_a_loop(
     embedded_triton: EmbeddedTriton, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     # The debug switch: this gateway logs each rendered prompt, where the result is seen.
+    # Its upstream first-token limit (60 s) is below the client's (180 s): a stall of the
+    # reference Triton comes back as the gateway's 504, a stall of the gateway as a timeout.
     settings = e2e_settings(embedded_triton).model_copy(
         update={"observability": ObservabilitySettings(log_bodies=True),
+                "upstream": UpstreamSettings(first_token_timeout_s=60),
                 "responses": ResponsesSettings(store_path=tmp_path / "store.sqlite3")}
     )  # fmt: skip
     async with serving(settings) as url:
-        client = AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=120)
+        client = AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=180)
         await _tool_loop(client, caplog)
 
 
+async def _forced_call(client: AsyncOpenAI) -> Response:
+    """The forced call; asked once more only when the gateway answered 504 because the
+    reference Triton gave no first token in time (seen twice in about ten loaded-CI runs,
+    never reproduced alone): the gateway's own answer is what the suite checks there."""
+    for attempt in (1, 2):
+        try:
+            return await client.responses.create(
+                model="reference-llava", input="What is the weather in Paris?",
+                tools=[WEATHER], tool_choice={"type": "function", "name": "get_weather"},
+                max_output_tokens=64, temperature=0,
+            )  # fmt: skip
+        except openai.APIStatusError as exc:
+            if exc.status_code != 504 or attempt == 2:
+                raise
+            logging.getLogger(__name__).warning("the reference Triton stalled: %s", exc)
+    raise AssertionError("unreachable")
+
+
 async def _tool_loop(client: AsyncOpenAI, caplog: pytest.LogCaptureFixture) -> None:
-    first = await client.responses.create(
-        model="reference-llava", input="What is the weather in Paris?", tools=[WEATHER],
-        tool_choice={"type": "function", "name": "get_weather"}, max_output_tokens=64,
-        temperature=0,
-    )  # fmt: skip
+    first = await _forced_call(client)
     calls = [item for item in first.output if item.type == "function_call"]
     assert len(calls) == 1 and calls[0].name == "get_weather"
     assert json.loads(calls[0].arguments)["city"] in ("Paris", "Oslo")
