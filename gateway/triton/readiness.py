@@ -6,6 +6,11 @@ and the model loaded: one model failing to load leaves the others served) every
 ``interval_s``, each probe bounded by the interval; until a probe passes again, requests for
 that model get ``503 upstream_unavailable`` with ``Retry-After`` at once. Before the first
 probe, and when no probing runs (tests that build a runtime by hand), a model counts as ready.
+
+An answer of "not ready" (or a refused connection) counts at once. A probe that merely took
+longer than its bound counts only after ``TIMEOUTS_TO_FAIL`` in a row (Kubernetes'
+``failureThreshold`` is 3 too): a Triton busy with work answers its probes late, and refusing
+every request to it for that would turn load into an outage; a hung one misses them all.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from gateway.triton.backend import TritonBackend
 
 log = logging.getLogger(__name__)
 
+TIMEOUTS_TO_FAIL = 3
+
 
 class ReadinessWatch:
     """The last probe's verdict per Triton URL."""
@@ -30,6 +37,7 @@ class ReadinessWatch:
             (url, model): True for url, (_, models) in backends.items() for model in models
         }
         self._task: asyncio.Task[None] | None = None
+        self._late: dict[tuple[str, str], int] = {}  # probes in a row that took too long
 
     def require(self, url: str, model: str) -> None:
         """Refuse at once when the model failed its last probe."""
@@ -39,19 +47,24 @@ class ReadinessWatch:
     async def probe(self, timeout_s: float) -> None:
         """Probe every served model once (concurrently), each within ``timeout_s``."""
         keys = list(self.ready)
-        verdicts = await asyncio.gather(*(self._probe_one(key, timeout_s) for key in keys))
-        for key, ready in zip(keys, verdicts, strict=True):
+        answers = await asyncio.gather(*(self._probe_one(key, timeout_s) for key in keys))
+        for key, answer in zip(keys, answers, strict=True):
+            late = self._late[key] = self._late.get(key, 0) + 1 if answer is None else 0
+            ready = answer if answer is not None else late < TIMEOUTS_TO_FAIL and self.ready[key]
             if ready != self.ready.get(key):
                 state = "ready again" if ready else "not ready"
                 log.warning("Triton model %s at %s is %s", key[1], key[0], state)
             self.ready[key] = ready
 
-    async def _probe_one(self, key: tuple[str, str], timeout_s: float) -> bool:
+    async def _probe_one(self, key: tuple[str, str], timeout_s: float) -> bool | None:
+        """The model's readiness, or None when the probe took longer than ``timeout_s``."""
         url, model = key
         backend, _ = self.backends[url]
         try:
             return await asyncio.wait_for(backend.is_ready([model]), timeout_s)
-        except (asyncio.TimeoutError, OSError):
+        except asyncio.TimeoutError:
+            return None
+        except OSError:
             return False
 
     def start(self, interval_s: float) -> None:
