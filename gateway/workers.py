@@ -75,7 +75,6 @@ class Supervisor:
     settings: Settings
     workers: int
     log_level: str = "info"
-    replaced: int = 0
     _stopping: asyncio.Event = field(default_factory=asyncio.Event)
     _processes: dict[int, asyncio.subprocess.Process] = field(default_factory=dict)
 
@@ -114,9 +113,6 @@ class Supervisor:
             sock.close()
             shutil.rmtree(run_dir, ignore_errors=True)
 
-    def stop(self) -> None:
-        self._stopping.set()
-
     def _environment(
         self, settings: Settings, run_dir: Path, metrics_dir: Path, sock: socket.socket
     ) -> dict[str, str]:
@@ -152,7 +148,6 @@ class Supervisor:
                 "gateway worker %d (pid %d) exited with code %s; replacing it in %.1f s",
                 slot, process.pid, code, pause,
             )  # fmt: skip
-            self.replaced += 1
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), pause)
 

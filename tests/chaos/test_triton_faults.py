@@ -29,14 +29,13 @@ import httpx
 import numpy as np
 import pytest
 import tritonclient.grpc.aio as grpcclient
-import uvicorn
 
-from gateway.app import create_app
 from gateway.config import EmbeddedSettings, ServedModel, Settings
 from gateway.errors import UpstreamFailed, UpstreamUnavailable
 from gateway.triton.client import TritonClient
-from gateway.triton.embedded import EmbeddedTriton, free_loopback_port
+from gateway.triton.embedded import EmbeddedTriton
 from tests.conftest import REPO_ROOT
+from tests.live_gateway import serving
 from tests.triton_procs import ServerSnapshot
 
 BENCH_REPOSITORY = REPO_ROOT / "server_repo" / "bench_models"
@@ -219,19 +218,8 @@ async def gateway_url(triton: EmbeddedTriton) -> AsyncIterator[str]:
         ],
         embedded=EmbeddedSettings(enabled=False),
     )
-    port = free_loopback_port()
-    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await task
+    async with serving(settings) as url:
+        yield url
 
 
 def chat(stream: bool, max_tokens: int) -> dict[str, object]:

@@ -3,8 +3,6 @@ real tritonserver, and a loopback HTTP server that serves test images."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import io
 import tempfile
 import threading
@@ -15,12 +13,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import uvicorn
 from PIL import Image
 
-from gateway.app import create_app
 from gateway.config import EmbeddedSettings, ServedModel, Settings
-from gateway.triton.embedded import EmbeddedTriton, free_loopback_port
+from gateway.triton.embedded import EmbeddedTriton
+from tests.live_gateway import serving
 
 
 def make_image(seed: int, size: tuple[int, int] = (320, 240), fmt: str = "PNG") -> bytes:
@@ -133,25 +130,6 @@ def e2e_settings(triton: EmbeddedTriton) -> Settings:
         # Stored responses (/v1/responses) in this run's own file, not the user's data folder.
         responses={"store_path": Path(tempfile.mkdtemp(prefix="mmgw-e2e-")) / "r.sqlite3"},
     )
-
-
-@contextlib.asynccontextmanager
-async def serving(settings: Settings) -> AsyncIterator[str]:
-    """A gateway with ``settings``, really listening on a loopback port, in this loop; stopped
-    (its lifespan closed) on exit."""
-    port = free_loopback_port()
-    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await task
 
 
 @pytest.fixture(scope="session")

@@ -23,7 +23,8 @@ from gateway.config import ObservabilitySettings
 from gateway.config.limits import UpstreamSettings
 from gateway.config.responses import ResponsesSettings
 from gateway.triton.embedded import EmbeddedTriton
-from tests.e2e.conftest import e2e_settings, make_image, serving
+from tests.e2e.conftest import e2e_settings, make_image
+from tests.live_gateway import serving
 
 pytestmark = pytest.mark.e2e
 
