@@ -45,7 +45,7 @@ class ServedRuntime:
     contract: ModelContract | None = None
     # The engine's tokenizer (top_logprobs), from the config or published by the embedded model.
     tokenizer_path: Path | None = None
-    _vocabulary: Vocabulary | None = None
+    _vocabulary: asyncio.Future[Vocabulary | None] | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     # LoRA task ids this Triton model has had the weights of (shared by its served ids).
     lora: LoraLedger = field(default_factory=LoraLedger)
@@ -63,12 +63,18 @@ class ServedRuntime:
     async def vocabulary(self) -> Vocabulary | None:
         """The engine's vocabulary, read once (off the event loop); None when none is known
         or it cannot be read (logged)."""
-        if self._vocabulary is None and self.tokenizer_path is not None:
-            try:
-                self._vocabulary = await asyncio.to_thread(Vocabulary.load, self.tokenizer_path)
-            except OSError as exc:
-                log.warning("model %s: %s", self.config.id, exc)
-        return self._vocabulary
+        if self.tokenizer_path is None:
+            return None
+        if self._vocabulary is None:  # one load, shared by the requests that wait for it
+            self._vocabulary = asyncio.ensure_future(self._load(self.tokenizer_path))
+        return await asyncio.shield(self._vocabulary)
+
+    async def _load(self, path: Path) -> Vocabulary | None:
+        try:
+            return await asyncio.to_thread(Vocabulary.load, path)
+        except OSError as exc:
+            log.warning("model %s: %s", self.config.id, exc)  # once: the verdict is kept
+            return None
 
     @property
     def tokens_per_block(self) -> int | None:
