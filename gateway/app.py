@@ -31,6 +31,7 @@ from gateway.routes import (
     metrics,
     models,
     openapi,
+    realtime,
     responses,
     ui,
 )
@@ -119,6 +120,7 @@ def _add_routes(app: FastAPI, settings: Settings) -> None:
         completions.router,
         responses.router,
         audio.router,
+        realtime.router,
         models.router,
         health.router,
         ui.router,

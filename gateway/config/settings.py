@@ -30,6 +30,7 @@ from gateway.config.limits import (
     move_legacy_limits,
 )
 from gateway.config.models import ServedModel, default_models
+from gateway.config.realtime import RealtimeSettings
 from gateway.config.responses import ResponsesSettings
 from gateway.triton.embedded import (
     DEFAULT_READY_TIMEOUT_S,
@@ -166,6 +167,7 @@ class Settings(BaseSettings):
     limits: dict[str, Any] | None = Field(None, exclude=True, deprecated=True)
     observability: ObservabilitySettings = Field(default_factory=ObservabilitySettings)
     responses: ResponsesSettings = Field(default_factory=ResponsesSettings)
+    realtime: RealtimeSettings = Field(default_factory=RealtimeSettings)
     models: list[ServedModel] = Field(default_factory=default_models)
     api_keys: tuple[str, ...] = ()
     unsafe_allow_private_media_urls_for_tests: bool = Field(

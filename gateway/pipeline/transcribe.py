@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from gateway.families.base import SpeechOptions
 from gateway.families.calls import GenerationRequest, Sampling
 from gateway.pipeline._watchdog import Timeouts
@@ -39,8 +41,20 @@ async def prepare_transcription(
     """Check the job, decode the upload and plan the calls (all before the first byte).
     ``stream``: the caller streams, so Triton is asked to (when the deployment is decoupled)."""
     job = await check_transcription(served, job)
-    contract = await served.get_contract()
     samples = await decode_upload(upload, runtime)
+    return await prepare_samples(served, job, samples, runtime, stream)
+
+
+async def prepare_samples(
+    served: ServedRuntime,
+    job: TranscriptionJob,
+    samples: np.ndarray,
+    runtime: Runtime,
+    stream: bool,
+) -> Prepared:
+    """Plan the calls for audio already decoded (16 kHz mono float32): an upload's, or an
+    utterance of a realtime session (``pipeline/realtime``). ``job`` is already checked."""
+    contract = await served.get_contract()
     draft = GenerationRequest(
         text_input="",
         max_tokens=runtime.settings.generation.max_tokens,
