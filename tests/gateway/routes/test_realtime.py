@@ -200,8 +200,8 @@ async def test_session_updates_it_cannot_honour_are_refused_by_name(
 
 
 async def test_g711_audio_is_taken(url: str) -> None:
-    update = {"type": "transcription",
-              "audio": {"input": {"format": {"type": "audio/pcmu"}, "turn_detection": None}}}  # fmt: skip
+    audio_input = {"format": {"type": "audio/pcmu"}, "turn_detection": None}
+    update = {"type": "transcription", "audio": {"input": audio_input}}
     async with raw(url) as ws:
         await next_event(ws)
         await ws.send(json.dumps({"type": "session.update", "session": update}))
