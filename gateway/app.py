@@ -22,6 +22,7 @@ from gateway.observability.access import AccessMiddleware
 from gateway.observability.deadline import BodyDeadlineMiddleware
 from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.middleware import InFlightLimitMiddleware, RequestIdMiddleware
+from gateway.pipeline.realtime.registry import Sessions
 from gateway.routes import (
     audio,
     chat,
@@ -148,6 +149,9 @@ def _add_middleware(app: FastAPI, settings: Settings, gateway_metrics: GatewayMe
     )
     app.add_middleware(ApiKeyMiddleware, keys=settings.api_keys)
     app.state.drain = Drain()  # started by the server on SIGTERM (drain.draining_server)
+    sessions = Sessions(settings.realtime, gateway_metrics.realtime)
+    app.state.realtime_sessions = sessions  # /v1/realtime's, finished on SIGTERM
+    app.state.drain.finishers.append(sessions.finish_all)
     app.add_middleware(DrainMiddleware, drain=app.state.drain)
     observability = settings.observability
     body_bytes = observability.log_body_max_bytes if observability.log_bodies else 0

@@ -13,12 +13,17 @@ ended here, by cancelling it (which cancels its Triton call) and answering for i
 
 Without this, the server's own deadline cancels them mid-body: streams cut with no event, and
 unstarted requests answered with a plain-text 500.
+
+Realtime sessions (WebSockets) are not requests the middleware sees: before the server closes
+its connections, ``finish_sessions`` asks each to take no more audio, finish the utterances
+already committed (their ``completed`` events sent) and close with 1012, within the grace.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +71,15 @@ class Drain:
     draining: bool = False
     calls: set[_Call] = field(default_factory=set)
     _timer: asyncio.TimerHandle | None = None
+    # Long-lived connections (realtime WebSocket sessions): each told to finish within the
+    # grace before the server's shutdown closes every connection (uvicorn closes WebSockets
+    # at once, with 1012 and no last event).
+    finishers: list[Callable[[float], Awaitable[None]]] = field(default_factory=list)
+
+    async def finish_sessions(self, grace_s: float) -> None:
+        """Let every long-lived session finish what it is doing, for at most ``grace_s``."""
+        if self.finishers:
+            await asyncio.gather(*(finish(grace_s) for finish in self.finishers))
 
     def begin(self, grace_s: float) -> None:
         """Refuse new requests from now on; end the running ones before ``grace_s`` is up."""
@@ -155,6 +169,10 @@ def draining_server(config: Any, drain: Drain, grace_s: float) -> Any:
         async def startup(self, sockets: Any = None) -> None:
             self._drain_loop = asyncio.get_running_loop()
             await super().startup(sockets=sockets)
+
+        async def shutdown(self, sockets: Any = None) -> None:
+            await drain.finish_sessions(max(0.0, grace_s - CUT_MARGIN_S))
+            await super().shutdown(sockets=sockets)
 
         def handle_exit(self, sig: int, frame: Any) -> None:
             loop = getattr(self, "_drain_loop", None)

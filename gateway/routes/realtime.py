@@ -57,12 +57,8 @@ async def realtime(websocket: WebSocket) -> None:
 
 
 def sessions_of(websocket: WebSocket) -> Sessions:
-    """The process's session registry (made on first use: the runtime carries the limits)."""
-    state = websocket.app.state
-    if getattr(state, "realtime_sessions", None) is None:
-        runtime: Runtime = state.runtime
-        state.realtime_sessions = Sessions(runtime.settings.realtime, runtime.metrics.realtime)
-    sessions: Sessions = state.realtime_sessions
+    """The app's session registry (``app.py``: its caps, finished on SIGTERM)."""
+    sessions: Sessions = websocket.app.state.realtime_sessions
     return sessions
 
 

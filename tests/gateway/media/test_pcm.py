@@ -38,7 +38,7 @@ def test_how_the_client_cuts_its_audio_does_not_matter(fmt: str) -> None:
     whole = PcmStream(fmt).feed(data)  # type: ignore[arg-type]
     stream = PcmStream(fmt)  # type: ignore[arg-type]
     cuts = sorted(rng.integers(0, len(data), 40).tolist())
-    pieces = [stream.feed(data[a:b]) for a, b in zip([0, *cuts], [*cuts, len(data)])]
+    pieces = [stream.feed(data[a:b]) for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True)]
     assert np.array_equal(np.concatenate(pieces), whole)
 
 

@@ -13,11 +13,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+import uvicorn
 import websockets
 from openai import AsyncOpenAI
 from websockets.asyncio.client import ClientConnection, connect
 
 from gateway.config import ServerSettings
+from gateway.drain import draining_server
+from gateway.triton.embedded import free_loopback_port
 from tests.audio_samples import pcm24k, speech_like, spoken
 from tests.fakes.app import FakeGateway, start_gateway
 from tests.fakes.triton import FakeTriton
@@ -293,3 +296,41 @@ async def test_the_sdk_reports_refusals_as_openai_errors(url: str) -> None:
         assert event.type == "error"
         assert event.error.code == "input_audio_buffer_commit_empty"  # type: ignore[union-attr]
         assert event.error.event_id == "c1"  # type: ignore[union-attr]
+
+
+async def test_sigterm_finishes_the_utterance_in_flight_then_closes_with_1012(
+    fake: FakeTriton,
+) -> None:
+    gateway = await start_gateway(fake)
+    port = free_loopback_port()
+    config = uvicorn.Config(gateway.app, host="127.0.0.1", port=port, log_level="warning")
+    server = draining_server(config, gateway.app.state.drain, grace_s=10.0)
+    serve = asyncio.create_task(server.serve())
+    while not server.started:
+        await asyncio.sleep(0.02)
+    fake.script.transcript = SPOKEN
+    fake.script.delay_s = 0.1  # tokens arrive while the server is told to stop
+    url = f"ws://127.0.0.1:{port}/v1/realtime?model=fake-whisper&intent=transcription"
+    try:
+        async with connect(url) as ws:
+            await next_event(ws)
+            await ws.send(json.dumps({"type": "session.update", "session": MANUAL}))
+            await next_event(ws)
+            await ws.send(json.dumps({"type": "input_audio_buffer.append",
+                                      "audio": b64(bytes(9600))}))  # fmt: skip
+            await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+            await until(ws, "input_audio_buffer.committed")
+            # What handle_exit(SIGTERM) does, without uvicorn re-raising the signal at the end
+            gateway.app.state.drain.begin(10.0)
+            server.should_exit = True
+            kinds = []
+            with pytest.raises(websockets.ConnectionClosed):
+                while True:
+                    kinds.append((await next_event(ws))["type"])
+        assert kinds[-1] == "conversation.item.input_audio_transcription.completed"
+        assert ws.close_code == 1012
+        await asyncio.wait_for(serve, 10)
+    finally:
+        server.should_exit = True
+        await asyncio.gather(serve, return_exceptions=True)
+        await gateway.aclose()
