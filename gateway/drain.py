@@ -171,6 +171,10 @@ def draining_server(config: Any, drain: Drain, grace_s: float) -> Any:
             await super().startup(sockets=sockets)
 
         async def shutdown(self, sockets: Any = None) -> None:
+            # uvicorn's first step (no new connections), then the sessions' last utterances,
+            # then the rest of its shutdown (which closes every connection still open).
+            for server in getattr(self, "servers", []):
+                server.close()
             await drain.finish_sessions(max(0.0, grace_s - CUT_MARGIN_S))
             await super().shutdown(sockets=sockets)
 
