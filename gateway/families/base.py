@@ -43,6 +43,9 @@ class SpeechOptions:
     prompt: str | None = None  # previous text, for context
     timestamps: bool = False
     max_tokens: int | None = None  # None: the whole clip
+    # Where a voice-activity detector heard speech ([start, end) samples at 16 kHz), when the
+    # caller asked for VAD chunking: long audio is then cut outside these spans.
+    speech_spans: tuple[tuple[int, int], ...] | None = None
 
 
 @dataclass(frozen=True)

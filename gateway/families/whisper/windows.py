@@ -4,11 +4,14 @@ Whisper hears 30 s at a time (less when its output budget is small: NVIDIA's BLS
 50 tokens). Cutting blindly at the limit splits words, and a split word is lost or garbled on
 both sides. So each cut is placed at the quietest moment (lowest short-time energy, smoothed
 over 200 ms) in the last stretch before the limit; with no quiet moment there, the cut still
-falls at the lowest-energy point found. Pure numpy, no model knowledge beyond the lengths.
+falls at the lowest-energy point found. When the caller asked for VAD chunking, the spans a
+voice-activity detector heard as speech are passed in, and a cut goes in the middle of the
+longest non-speech stretch instead. Pure numpy, no model knowledge beyond the lengths.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,8 +55,34 @@ def _energy(samples: np.ndarray) -> np.ndarray:
     return np.convolve(energy, kernel, mode="same")
 
 
-def plan_windows(samples: np.ndarray, max_window_s: float) -> list[Window]:
-    """Consecutive windows covering ``samples`` exactly, none longer than ``max_window_s``."""
+def _gap_cut(speech: Sequence[tuple[int, int]], lo: int, hi: int) -> int | None:
+    """The middle of the longest stretch of ``[lo, hi)`` outside every speech span, or None
+    when speech fills it."""
+    best: tuple[int, int] | None = None
+    edge = lo
+    for start, end in sorted(speech):
+        if end <= edge:
+            continue
+        if start > edge and (best is None or min(start, hi) - edge > best[1] - best[0]):
+            best = (edge, min(start, hi))
+        edge = max(edge, end)
+        if edge >= hi:
+            break
+    if edge < hi and (best is None or hi - edge > best[1] - best[0]):
+        best = (edge, hi)
+    return None if best is None else (best[0] + best[1]) // 2
+
+
+def plan_windows(
+    samples: np.ndarray,
+    max_window_s: float,
+    speech: Sequence[tuple[int, int]] | None = None,
+) -> list[Window]:
+    """Consecutive windows covering ``samples`` exactly, none longer than ``max_window_s``.
+
+    ``speech``: where a voice-activity detector heard speech (sample spans); each cut then
+    falls in the middle of the longest non-speech stretch of its search range, and only where
+    speech fills that range at the quietest moment as usual."""
     if max_window_s < MIN_WINDOW_S:
         raise ValueError(f"windows must be at least {MIN_WINDOW_S} s")
     total = int(samples.size)
@@ -66,8 +95,10 @@ def plan_windows(samples: np.ndarray, max_window_s: float) -> list[Window]:
     while total - start > limit:
         lo = start + int(limit * (1 - SEARCH_FRACTION))
         hi = start + limit
-        frames = energy[lo // _FRAME : hi // _FRAME]
-        cut = lo + int(np.argmin(frames)) * _FRAME + _FRAME // 2 if frames.size else hi
+        cut = _gap_cut(speech, lo, hi) if speech is not None else None
+        if cut is None:
+            frames = energy[lo // _FRAME : hi // _FRAME]
+            cut = lo + int(np.argmin(frames)) * _FRAME + _FRAME // 2 if frames.size else hi
         windows.append(Window(len(windows), start, cut))
         start = cut
     windows.append(Window(len(windows), start, total))

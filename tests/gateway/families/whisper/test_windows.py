@@ -37,3 +37,20 @@ def test_cuts_fall_in_the_quietest_stretch() -> None:
 def test_a_tiny_limit_is_refused() -> None:
     with pytest.raises(ValueError, match="at least"):
         plan_windows(np.zeros(10), 0.5)
+
+
+def test_with_speech_spans_the_cut_goes_in_the_middle_of_the_longest_pause() -> None:
+    loud = np.sin(np.arange(SAMPLE_RATE * 40) * 0.3).astype(np.float32)
+    loud[SAMPLE_RATE * 25 : SAMPLE_RATE * 26] = 0.0  # the quietest moment by energy...
+    # ...but the detector heard speech there, and a pause between 22 and 24 s
+    speech = [(0, SAMPLE_RATE * 22), (SAMPLE_RATE * 24, SAMPLE_RATE * 40)]
+    windows = plan_windows(loud, 30.0, speech)
+    assert windows[0].end == SAMPLE_RATE * 23
+    assert windows[-1].end == loud.size and all(w.duration_s <= 30 for w in windows)
+
+
+def test_speech_filling_the_search_range_falls_back_to_the_quietest_moment() -> None:
+    loud = np.sin(np.arange(SAMPLE_RATE * 40) * 0.3).astype(np.float32)
+    loud[SAMPLE_RATE * 25 : SAMPLE_RATE * 26] = 0.0
+    windows = plan_windows(loud, 30.0, [(0, SAMPLE_RATE * 40)])
+    assert 25.0 <= windows[0].end_s <= 26.0
