@@ -11,7 +11,6 @@ swagger-ui-dist's releases (0.4.64 ships Swagger UI 5.34.0), and Swagger UI read
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
-
 from importlib.resources import files
 from pathlib import Path
 
