@@ -40,6 +40,39 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str, ensure_ascii=False, separators=(",", ":"))
 
 
+class TextFormatter(logging.Formatter):
+    """``TEXT_FORMAT``, then the request id and the structured fields as ``key=value`` (the
+    access line's method, path, status and timings, which ``msg`` alone reduces to
+    "request"); a value with spaces or quotes is written as a JSON string."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT)
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        pairs: dict[str, Any] = {}
+        request_id = REQUEST_ID.get()
+        if request_id is not None:
+            pairs["request_id"] = request_id
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            pairs.update(fields)
+        if not pairs:
+            return line
+        head, newline, tail = line.partition("\n")  # a traceback stays below the fields
+        rendered = " ".join(f"{key}={_text_value(value)}" for key, value in pairs.items())
+        return f"{head} {rendered}{newline}{tail}"
+
+
+def _text_value(value: Any) -> str:
+    if value is None:
+        return "-"
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    if isinstance(value, str) and (not text or any(c in text for c in ' "=\n\t')):
+        return json.dumps(text, ensure_ascii=False)
+    return text
+
+
 def _iso_time(created: float) -> str:
     """UTC, millisecond precision: sortable and unambiguous across hosts."""
     seconds = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created))
@@ -49,7 +82,7 @@ def _iso_time(created: float) -> str:
 def configure_logging(fmt: str = "json", level: str = "info", stream: TextIO | None = None) -> None:
     """Route every logger (uvicorn's too) through one root handler in the chosen format."""
     handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root = logging.getLogger()
     for existing in list(root.handlers):
         root.removeHandler(existing)

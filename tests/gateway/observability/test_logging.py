@@ -1,4 +1,5 @@
-"""JSON log lines: one object per line, the request id from the context, fields merged."""
+"""JSON log lines: one object per line, the request id from the context, fields merged; text
+lines carry the same fields as ``key=value``."""
 
 from __future__ import annotations
 
@@ -6,7 +7,12 @@ import io
 import json
 import logging
 
-from gateway.observability.logging import REQUEST_ID, JsonFormatter, configure_logging
+from gateway.observability.logging import (
+    REQUEST_ID,
+    JsonFormatter,
+    TextFormatter,
+    configure_logging,
+)
 
 
 def format_line(record: logging.LogRecord) -> dict:
@@ -67,3 +73,45 @@ def test_configure_logging_routes_uvicorn_through_the_json_handler() -> None:
             logger.handlers[:] = handlers
             logger.setLevel(level)
             logger.propagate = propagate
+
+
+def test_a_text_access_line_keeps_its_fields() -> None:
+    stream = io.StringIO()
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    try:
+        configure_logging("text", "info", stream=stream)
+        fields = {
+            "method": "POST",
+            "path": "/v1/chat/completions",
+            "status": 200,
+            "model": "reference llava",
+            "stream": True,
+            "error_code": None,
+        }
+        token = REQUEST_ID.set("req-7")
+        try:
+            logging.getLogger("gateway.access").info("request", extra={"fields": fields})
+        finally:
+            REQUEST_ID.reset(token)
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+    line = stream.getvalue().rstrip("\n")
+    assert " INFO gateway.access: request request_id=req-7 method=POST " in line
+    assert line.endswith(
+        'path=/v1/chat/completions status=200 model="reference llava" stream=true error_code=-'
+    )
+
+
+def test_a_text_line_keeps_its_traceback_below_the_fields() -> None:
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        import sys
+
+        record = make_record("failed", status=500)
+        record.exc_info = sys.exc_info()
+    first, *rest = TextFormatter().format(record).splitlines()
+    assert first.endswith("gateway.test: failed status=500")
+    assert rest[-1] == "ValueError: boom"
