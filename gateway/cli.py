@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
@@ -16,11 +17,14 @@ from gateway.config.explain import explain
 from gateway.observability.logging import configure_logging
 from gateway.routes.docs import gateway_version
 from gateway.server.options import fast_server_options, uvicorn_options
+from gateway.server.ready import address_url, ready_line
 from gateway.workers import serve as supervise
 from gateway.workers import worker_count
 from server_repo.trtllm import cli as trtllm_cli
 
 log = logging.getLogger("gateway.cli")
+# uvicorn's exit status when the application's start-up fails.
+STARTUP_FAILED = 3
 
 __all__ = ["fast_server_options", "main", "settings_from_args", "uvicorn_options"]
 
@@ -109,8 +113,16 @@ def main(argv: list[str] | None = None) -> int:
     app = create_app(settings)
     options = uvicorn_options(settings, app, args.log_level)
     drain_s = settings.server.drain_timeout_s
-    draining_server(uvicorn.Config(app, **options), app.state.drain, drain_s).run()
-    return 0
+    model_ids = [model.id for model in settings.models]
+
+    def announce(address: tuple[str, int]) -> None:
+        log.info(ready_line(address_url(address), model_ids))
+
+    server = draining_server(uvicorn.Config(app, **options), app.state.drain, drain_s, announce)
+    # uvicorn raises the Ctrl+C it deferred once it has shut down; the stop was clean.
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run()
+    return 0 if server.started else STARTUP_FAILED
 
 
 if __name__ == "__main__":

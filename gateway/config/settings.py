@@ -138,7 +138,11 @@ class EmbeddedSettings(Strict):
 class ObservabilitySettings(Strict):
     """Logs and metrics. Bodies hold prompts and images, so they are never logged by default."""
 
-    log_format: Literal["json", "text"] = "json"
+    log_format: Literal["auto", "json", "text"] = Field(
+        "auto",
+        description="'auto': text lines on a terminal (someone reading), JSON lines otherwise "
+        "(a container, a pipe, a file: a log shipper reading).",
+    )
     log_bodies: bool = Field(
         False,
         description="Debug switch: also log request bodies (prompts, media) at debug level.",

@@ -7,6 +7,8 @@ import io
 import json
 import logging
 
+import pytest
+
 from gateway.observability.logging import (
     REQUEST_ID,
     JsonFormatter,
@@ -115,3 +117,45 @@ def test_a_text_line_keeps_its_traceback_below_the_fields() -> None:
     first, *rest = TextFormatter().format(record).splitlines()
     assert first.endswith("gateway.test: failed status=500")
     assert rest[-1] == "ValueError: boom"
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(("stream", "json_lines"), [(Terminal(), False), (io.StringIO(), True)])
+def test_auto_is_text_on_a_terminal_and_json_elsewhere(
+    stream: io.StringIO, json_lines: bool
+) -> None:
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    try:
+        configure_logging("auto", "info", stream=stream)
+        logging.getLogger("gateway.test").info("hello")
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+    line = stream.getvalue()
+    assert line.startswith("{") is json_lines
+    assert ("gateway.test: hello" in line) is not json_lines
+
+
+def test_uvicorns_start_up_lines_give_way_to_the_ready_line() -> None:
+    stream = io.StringIO()
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    try:
+        configure_logging("json", "info", stream=stream)
+        uvicorn_error = logging.getLogger("uvicorn.error")
+        uvicorn_error.info("Started server process [%d]", 1)
+        uvicorn_error.info("Uvicorn running on %s://%s:%d (Press CTRL+C to quit)", "http", "h", 1)
+        uvicorn_error.error("Traceback ...\ngateway.errors.StartupAborted: explained above")
+        uvicorn_error.error("Application startup failed. Exiting.")
+        uvicorn_error.info("Shutting down")
+        logging.getLogger("httpx").info("HTTP Request: GET http://media.test/cat.png")
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+    said = [json.loads(line)["msg"] for line in stream.getvalue().splitlines()]
+    assert said == ["Application startup failed. Exiting.", "Shutting down"]
