@@ -42,7 +42,7 @@ from gateway.triton.embedded.install import (
     free_loopback_port,
     server_environment,
 )
-from gateway.triton.embedded.output import explain, log_path, read_tail
+from gateway.triton.embedded.output import explain, last_error, log_path, read_tail
 from gateway.triton.embedded.progress import LoadProgress
 
 log = logging.getLogger(__name__)
@@ -180,13 +180,13 @@ class EmbeddedTriton:
                         f"Its output says:\n{exc.why}"
                     ) from exc
                 pause = backoff(self.start_backoff_s, attempt)
-                last = exc.why.splitlines()[-1].strip() if exc.why else ""
+                reason = last_error(read_tail(self.log_file))
                 log.warning(
-                    "%s (attempt %d of %d): %s; retrying in %.1f s",
+                    "%s (attempt %d of %d)%s; retrying in %.1f s",
                     exc.message,
                     attempt,
                     attempts,
-                    last,
+                    f": {reason}" if reason else "",
                     pause,
                 )
                 await asyncio.sleep(pause)

@@ -71,17 +71,33 @@ def _tracebacks(lines: list[str]) -> set[int]:
     return kept
 
 
-def explain(text: str) -> str:
-    """The lines of a Triton log that explain a failure, indented, at most ``MAX_LINES``."""
+def _lines(text: str) -> list[str]:
     lines = [line.rstrip() for line in text.replace("\r", "\n").splitlines()]
-    lines = [line for line in lines if line.strip()]
+    return [line for line in lines if line.strip()]
+
+
+def error_lines(text: str) -> list[str]:
+    """The lines of a Triton log that name an error, in order (tracebacks whole)."""
+    lines = _lines(text)
     kept = _tracebacks(lines)
     for index, line in enumerate(lines):
         if _noise(line) or line.startswith(("+", "|")):  # Triton's tables
             continue
         if _GLOG_ERROR.match(line) or _ERROR_WORD.search(line):
             kept.add(index)
-    chosen = [lines[i] for i in sorted(kept)] or lines[-TAIL_LINES:]
+    return [lines[i] for i in sorted(kept)]
+
+
+def last_error(text: str) -> str:
+    """The last line naming an error (the one a server that exits prints last), or ""."""
+    found = error_lines(text)
+    return found[-1].strip()[:MAX_LINE_CHARS] if found else ""
+
+
+def explain(text: str) -> str:
+    """The lines of a Triton log that explain a failure, indented, at most ``MAX_LINES``;
+    the last lines when none names an error (a server killed from outside says nothing)."""
+    chosen = error_lines(text) or _lines(text)[-TAIL_LINES:]
     unique = list(dict.fromkeys(chosen))[-MAX_LINES:]
     shortened = [
         line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + " ..." for line in unique
