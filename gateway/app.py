@@ -17,7 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from gateway.auth import ApiKeyMiddleware
 from gateway.config import Settings
 from gateway.drain import Drain, DrainMiddleware
-from gateway.errors import GatewayError, InvalidRequest
+from gateway.errors import GatewayError, InvalidRequest, StartupAborted
 from gateway.observability.access import AccessMiddleware
 from gateway.observability.deadline import BodyDeadlineMiddleware
 from gateway.observability.metrics import GatewayMetrics
@@ -87,7 +87,12 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = runtime is None
-        app.state.runtime = runtime or await build_runtime(settings, gateway_metrics)
+        try:
+            app.state.runtime = runtime or await build_runtime(settings, gateway_metrics)
+        except (GatewayError, ValueError, OSError) as exc:
+            reason = exc.message if isinstance(exc, GatewayError) else str(exc)
+            log.error("mmgw could not start: %s", reason)
+            raise StartupAborted(reason) from None
         if owned:
             app.state.runtime.start_watching()
         try:

@@ -161,14 +161,24 @@ async def _end(call: _Call, send: Send) -> None:
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
-def draining_server(config: Any, drain: Drain, grace_s: float) -> Any:
-    """A uvicorn ``Server`` that starts ``drain`` when it is told to exit (SIGTERM, SIGINT)."""
+def draining_server(
+    config: Any,
+    drain: Drain,
+    grace_s: float,
+    on_listening: Callable[[tuple[str, int]], None] | None = None,
+) -> Any:
+    """A uvicorn ``Server`` that starts ``drain`` when it is told to exit (SIGTERM, SIGINT),
+    and calls ``on_listening`` with its socket's ``(host, port)`` once it accepts
+    connections."""
     import uvicorn
 
     class DrainingServer(uvicorn.Server):
         async def startup(self, sockets: Any = None) -> None:
             self._drain_loop = asyncio.get_running_loop()
             await super().startup(sockets=sockets)
+            listening = [s for server in self.servers for s in server.sockets]
+            if on_listening is not None and self.started and listening:
+                on_listening(listening[0].getsockname()[:2])
 
         async def shutdown(self, sockets: Any = None) -> None:
             # uvicorn's first step (no new connections), then the sessions' last utterances,

@@ -97,8 +97,8 @@ class TurnDetection:
         if not 0.0 <= self.threshold <= 1.0:
             raise InvalidRequest("threshold must be between 0.0 and 1.0", param="threshold")
         for name in ("prefix_padding_ms", "silence_duration_ms"):
-            if not 0 <= getattr(self, name) <= 10_000:
-                raise InvalidRequest(f"{name} must be between 0 and 10000", param=name)
+            if not 0 <= getattr(self, name) <= 60_000:
+                raise InvalidRequest(f"{name} must be between 0 and 60000", param=name)
 
 
 @dataclass(frozen=True)

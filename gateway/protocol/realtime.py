@@ -59,8 +59,8 @@ class AudioTranscription(_Wire):
 class ServerVad(_Wire):
     type: Literal["server_vad"]
     threshold: float | None = Field(None, ge=0.0, le=1.0)
-    prefix_padding_ms: int | None = Field(None, ge=0, le=10_000)
-    silence_duration_ms: int | None = Field(None, ge=0, le=10_000)
+    prefix_padding_ms: int | None = Field(None, ge=0, le=60_000)
+    silence_duration_ms: int | None = Field(None, ge=0, le=60_000)
     create_response: bool | None = None
     interrupt_response: bool | None = None
     idle_timeout_ms: int | None = None
