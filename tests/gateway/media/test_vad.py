@@ -7,6 +7,7 @@ import pytest
 
 from gateway.errors import InvalidRequest
 from gateway.media.vad import (
+    POOL,
     SpeechStarted,
     SpeechStopped,
     TurnDetection,
@@ -61,3 +62,12 @@ def test_streaming_in_odd_chunks_finds_the_same_turns() -> None:
 def test_out_of_range_settings_are_refused(bad: dict) -> None:
     with pytest.raises(InvalidRequest):
         TurnDetection(**bad)
+
+
+def test_detectors_are_reused_not_remade() -> None:
+    clip = np.concatenate([quiet(0.5), spoken(), quiet(1.0)])
+    first = speech_spans(clip, TurnDetection())
+    made = POOL.made
+    for _ in range(5):
+        assert speech_spans(clip, TurnDetection()) == first  # reset between uses
+    assert POOL.made == made

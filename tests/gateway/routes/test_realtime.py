@@ -20,6 +20,7 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from gateway.config import ServerSettings
 from gateway.drain import draining_server
+from gateway.media.vad import POOL
 from gateway.triton.embedded import free_loopback_port
 from tests.audio_samples import pcm24k, speech_like, spoken
 from tests.fakes.app import FakeGateway, start_gateway
@@ -334,3 +335,22 @@ async def test_sigterm_finishes_the_utterance_in_flight_then_closes_with_1012(
         server.should_exit = True
         await asyncio.gather(serve, return_exceptions=True)
         await gateway.aclose()
+
+
+async def test_sessions_take_a_detector_on_first_audio_and_give_it_back(url: str) -> None:
+    async with raw(url) as ws:  # warm: one detector in the pool
+        await next_event(ws)
+        await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": b64(bytes(4800))}))
+        await ws.send(json.dumps({"type": "input_audio_buffer.clear"}))
+        await until(ws, "input_audio_buffer.cleared")
+    await asyncio.sleep(0.2)
+    made = POOL.made
+    for _ in range(3):
+        async with raw(url) as ws:
+            await next_event(ws)
+            await ws.send(json.dumps({"type": "input_audio_buffer.append",
+                                      "audio": b64(bytes(4800))}))  # fmt: skip
+            await ws.send(json.dumps({"type": "input_audio_buffer.clear"}))
+            await until(ws, "input_audio_buffer.cleared")
+        await asyncio.sleep(0.2)
+    assert POOL.made == made
