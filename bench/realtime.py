@@ -3,9 +3,10 @@
 Two measurements, against ``mmgw serve`` (one process) with the embedded reference Whisper:
 
 - **held** (default): ``--sessions`` WebSocket sessions opened and held at once, each with
-  server VAD on (so each holds its Silero detector) and 1 s of audio appended. It reports the
-  gateway process's RSS before and after, the KB each session costs, and any session that
-  failed (the goal is none).
+  server VAD on (so each holds its Silero detector) and 1 s of audio appended; then all closed
+  and as many opened again. It reports the gateway process's RSS before, while held, after
+  closing and while held again (bounded: the second round reuses the first's memory), the KB
+  each session costs, and any session that failed (the goal is none).
 - **latency** (``--latency``): the time from the end of speech to the ``completed`` event for
   a 3.06 s spoken utterance (``tests/speech_sample.flac``), ``--runs`` times after a warm-up:
   with turn detection off (commit sent -> completed: the transcription alone), and with
@@ -42,6 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--sessions", type=int, default=200, help="sessions held open at once")
     add("--latency", action="store_true", help="measure speech end -> completed instead")
+    add("--no-vad", action="store_true", help="held sessions with turn detection off")
     add("--runs", type=int, default=5, help="latency runs (after one warm-up)")
     add("--device", default="auto", choices=("auto", "cpu", "cuda"), help="reference models")
     add("--workdir", type=Path, help="folder for the gateway's log (default: a temp folder)")
@@ -99,10 +101,13 @@ async def _next(ws: Any, kind: str, timeout: float = 120) -> tuple[dict[str, Any
             return event, time.perf_counter()
 
 
-async def _hold(url: str, count: int, pid: int) -> dict[str, Any]:
+async def _hold(url: str, count: int, pid: int, vad: bool) -> dict[str, Any]:
     from websockets.asyncio.client import connect
 
     second = _appends(_pcm24k(np.zeros(16_000, np.float32)))
+    if not vad:
+        off = {"type": "transcription", "audio": {"input": {"turn_detection": None}}}
+        second = [json.dumps({"type": "session.update", "session": off}), *second]
     async with connect(url) as ws:  # warm-up: imports, the detector's first load
         await _next(ws, "session.created")
         for message in second:
@@ -110,6 +115,24 @@ async def _hold(url: str, count: int, pid: int) -> dict[str, Any]:
     await asyncio.sleep(1.0)
     before = rss_bytes(pid)
     say(f"gateway RSS before: {before / 2**20:.1f} MiB; opening {count} sessions")
+    first = await _round(url, count, second, pid)
+    say(f"round 1: {first}; closed, opening {count} again")
+    again = await _round(url, count, second, pid)
+    say(f"round 2: {again}")
+    alive = first["alive"]
+    return {
+        "sessions": count, "alive": alive, "failed": first["failed"] + again["failed"],
+        "open_s": first["open_s"], "rss_before_mib": round(before / 2**20, 1),
+        "rss_held_mib": first["held_mib"], "rss_after_close_mib": first["closed_mib"],
+        "rss_held_again_mib": again["held_mib"], "alive_again": again["alive"],
+        "kb_per_session": round((first["held_mib"] * 2**20 - before) / 1024 / max(1, alive), 1),
+    }  # fmt: skip
+
+
+async def _round(url: str, count: int, audio: list[str], pid: int) -> dict[str, Any]:
+    """``count`` sessions opened and each sent ``audio``; RSS while held and after closing."""
+    from websockets.asyncio.client import connect
+
     sockets = []
     failed = 0
     started = time.perf_counter()
@@ -117,7 +140,7 @@ async def _hold(url: str, count: int, pid: int) -> dict[str, Any]:
         try:
             ws = await connect(url, max_queue=None)
             await _next(ws, "session.created", timeout=60)
-            for message in second:
+            for message in audio:
                 await ws.send(message)
             sockets.append(ws)
         except Exception as exc:  # reported, not fatal: the goal is zero
@@ -126,17 +149,13 @@ async def _hold(url: str, count: int, pid: int) -> dict[str, Any]:
     opened_s = time.perf_counter() - started
     await asyncio.sleep(2.0)  # let every append be taken
     alive = sum(1 for ws in sockets if ws.close_code is None)
-    after = rss_bytes(pid)
+    held = rss_bytes(pid)
     for ws in sockets:
         await ws.close()
     await asyncio.sleep(2.0)
-    released = rss_bytes(pid)
-    return {
-        "sessions": count, "alive": alive, "failed": failed, "open_s": round(opened_s, 2),
-        "rss_before_mib": round(before / 2**20, 1), "rss_after_mib": round(after / 2**20, 1),
-        "rss_after_close_mib": round(released / 2**20, 1),
-        "kb_per_session": round((after - before) / 1024 / max(1, alive), 1),
-    }  # fmt: skip
+    closed = rss_bytes(pid)
+    return {"alive": alive, "failed": failed, "open_s": round(opened_s, 2),
+            "held_mib": round(held / 2**20, 1), "closed_mib": round(closed / 2**20, 1)}  # fmt: skip
 
 
 async def _manual(url: str, audio: bytes) -> float:
@@ -214,11 +233,14 @@ def run(args: argparse.Namespace) -> int:
         if args.latency:
             result = asyncio.run(_latency(url, args.runs))
         else:
-            result = asyncio.run(_hold(url, args.sessions, service.pid))
+            result = asyncio.run(_hold(url, args.sessions, service.pid, not args.no_vad))
+            result["server_vad"] = not args.no_vad
     finally:
         service.stop()
     result["device"] = args.device
     print(json.dumps(result, indent=2))
-    if not args.latency and (result["failed"] or result["alive"] != args.sessions):
+    (workdir / "result.json").write_text(json.dumps(result, indent=2))
+    say(f"written to {workdir / 'result.json'} (the gateway's log beside it)")
+    if not args.latency and (result["failed"] or result["alive_again"] != args.sessions):
         return 1
     return 0
