@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 
 from fastapi import APIRouter, WebSocket
 from fastapi.responses import JSONResponse
@@ -29,6 +30,7 @@ from gateway.pipeline.realtime.session import RealtimeSession
 from gateway.runtime import Runtime
 
 router = APIRouter()
+log = logging.getLogger("gateway.access")  # one line per session, beside the request lines
 
 WRITER_GRACE_S = 2.0  # a writer stuck on a client that does not read, once the session closes
 BROWSER_PROTOCOL = "realtime"  # offered by browsers with the key as a second subprotocol
@@ -52,6 +54,7 @@ async def realtime(websocket: WebSocket) -> None:
         session = RealtimeSession(runtime, config, outbox)
         async with sessions.holding(session):
             await _serve(websocket, session)
+        log.info("realtime session", extra={"fields": session.log_fields()})
     finally:
         sessions.release(owner)
 

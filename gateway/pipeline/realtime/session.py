@@ -85,6 +85,9 @@ class RealtimeSession:
         self.draining = False
         self._worker: asyncio.Task[None] | None = None
         self._unfinished = 0  # utterances committed and not yet completed or failed
+        self.opened = time.perf_counter()
+        self.audio_samples = 0  # received, at 16 kHz
+        self.utterances = 0  # committed
 
     # -- life -------------------------------------------------------------------------------
 
@@ -105,6 +108,19 @@ class RealtimeSession:
             self._worker.cancel()
             await asyncio.gather(self._worker, return_exceptions=True)
         self._drop_detector()
+
+    def log_fields(self) -> dict[str, Any]:
+        """What the access log says of a session when it ends."""
+        closing = self.outbox.closing
+        return {
+            "session": self.id,
+            "model": self.config.model,
+            "duration_ms": round((time.perf_counter() - self.opened) * 1000, 1),
+            "audio_s": round(self.audio_samples / SAMPLE_RATE, 3),
+            "utterances": self.utterances,
+            "close_code": closing.code if closing is not None else None,
+            "close_reason": closing.reason if closing is not None else "client closed",
+        }
 
     def _drop_detector(self) -> None:
         if self.turns is not None:
@@ -200,6 +216,7 @@ class RealtimeSession:
             )
         turns = self._detector()
         self.buffer.append(samples)
+        self.audio_samples += int(samples.size)
         self.runtime.metrics.realtime.audio_seconds.labels(self.config.model or "").inc(
             samples.size / SAMPLE_RATE
         )
@@ -242,6 +259,7 @@ class RealtimeSession:
         self.outbox.put(events.committed(item, self.last_item))
         self.last_item = item
         self._unfinished += 1
+        self.utterances += 1
         self.pending.put_nowait(Utterance(item, samples, time.perf_counter()))
 
     def _clear(self) -> None:

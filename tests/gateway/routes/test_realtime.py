@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -281,12 +282,19 @@ async def test_closing_mid_utterance_cancels_the_triton_request_within_a_second(
     assert await fake.wait_cancelled(request_id, timeout=1.0)
 
 
-async def test_an_idle_session_is_closed_normally(url: str) -> None:
+async def test_an_idle_session_is_closed_normally_and_logged(
+    url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="gateway.access")
     async with raw(url) as ws:
-        await next_event(ws)
+        created = await next_event(ws)
         with pytest.raises(websockets.ConnectionClosed):
             await asyncio.wait_for(ws.recv(), 10)
     assert ws.close_code == 1000 and "idle" in (ws.close_reason or "")
+    await asyncio.sleep(0.2)
+    lines = [r for r in caplog.records if r.getMessage() == "realtime session"]
+    fields = next(r.fields for r in lines if r.fields["session"] == created["session"]["id"])
+    assert fields["close_code"] == 1000 and fields["utterances"] == 0 and fields["audio_s"] == 0
 
 
 async def test_the_sdk_reports_refusals_as_openai_errors(url: str) -> None:
@@ -354,3 +362,25 @@ async def test_sessions_take_a_detector_on_first_audio_and_give_it_back(url: str
             await until(ws, "input_audio_buffer.cleared")
         await asyncio.sleep(0.2)
     assert POOL.made == made
+
+
+async def test_a_client_that_does_not_read_does_not_hold_the_triton_request(
+    url: str, fake: FakeTriton
+) -> None:
+    fake.script.delay_s = 0.02
+    async with connect(ws_url(url, "model=fake-whisper"),
+                       additional_headers={"Authorization": f"Bearer {KEY}"},
+                       max_queue=1) as ws:  # fmt: skip
+        created = await next_event(ws)
+        session = MANUAL
+        await ws.send(json.dumps({"type": "session.update", "session": session}))
+        await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": b64(bytes(9600))}))
+        await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+        prefix = created["session"]["id"]
+        for _ in range(200):  # the client reads nothing more; Triton's answer runs to its end
+            window = [r for r in fake.requests if r.request_id.startswith(prefix)]
+            if window and fake.active == 0:
+                break
+            await asyncio.sleep(0.05)
+        assert window and fake.active == 0
+        assert not [c for c in fake.cancelled if c.startswith(prefix)]
