@@ -81,7 +81,7 @@ async def _opening_config(websocket: WebSocket, runtime: Runtime) -> SessionConf
         )
     model = query.get("model") or speech.default_model(runtime)
     config = SessionConfig(model=model, turn_detection=SERVER_VAD if vad_available() else None)
-    if model is not None or query.get("model") is not None:
+    if model is not None:
         await speech.check(runtime, config)
     return config
 
@@ -112,7 +112,8 @@ async def _serve(websocket: WebSocket, session: RealtimeSession) -> None:
         await asyncio.gather(reader, writer, closed, return_exceptions=True)
         await session.aclose()  # cancels an utterance still in flight, and its Triton calls
         closing = session.outbox.closing
-        if closing is not None and not writer.done():
+        sent = not writer.cancelled() and writer.exception() is None and writer.result()
+        if closing is not None and not sent:  # the writer was stuck on a client not reading
             with contextlib.suppress(Exception):
                 await websocket.close(closing.code, closing.reason)
 
@@ -134,14 +135,14 @@ async def _read(websocket: WebSocket, session: RealtimeSession) -> None:
         await session.handle(data if data is not None else message.get("bytes") or b"")
 
 
-async def _write(websocket: WebSocket, outbox: Outbox) -> None:
-    """The session's events onto the socket, in order, then its close."""
+async def _write(websocket: WebSocket, outbox: Outbox) -> bool:
+    """The session's events onto the socket, in order, then its close (True: sent)."""
     try:
         while True:
             item = await outbox.get()
             if isinstance(item, Close):
                 await websocket.close(item.code, item.reason)
-                return
+                return True
             await websocket.send_text(json.dumps(item, ensure_ascii=False))
     except (WebSocketDisconnect, RuntimeError, OSError):
-        return  # the client is gone; the reader sees it too
+        return True  # the client is gone: nothing to close
