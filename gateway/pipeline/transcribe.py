@@ -8,8 +8,8 @@ offload pool, and lets the family plan its calls; ``relay.relay`` runs them and 
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 
@@ -60,9 +60,9 @@ async def prepare_samples(
     """Plan the calls for audio already decoded (16 kHz mono float32): an upload's, or an
     utterance of a realtime session (``pipeline/realtime``). ``job`` is already checked."""
     contract = await served.get_contract()
-    if job.chunking is not None:
-        spans = await asyncio.to_thread(speech_spans, samples, job.chunking)
-        job = replace(job, speech=replace(job.speech, speech_spans=tuple(spans)))
+    if job.chunking is not None:  # asked by the family's window planner, off the event loop
+        finder = partial(speech_spans, config=job.chunking)
+        job = replace(job, speech=replace(job.speech, find_speech=finder))
     draft = GenerationRequest(
         text_input="",
         max_tokens=runtime.settings.generation.max_tokens,

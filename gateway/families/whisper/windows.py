@@ -4,14 +4,15 @@ Whisper hears 30 s at a time (less when its output budget is small: NVIDIA's BLS
 50 tokens). Cutting blindly at the limit splits words, and a split word is lost or garbled on
 both sides. So each cut is placed at the quietest moment (lowest short-time energy, smoothed
 over 200 ms) in the last stretch before the limit; with no quiet moment there, the cut still
-falls at the lowest-energy point found. When the caller asked for VAD chunking, the spans a
-voice-activity detector heard as speech are passed in, and a cut goes in the middle of the
-longest non-speech stretch instead. Pure numpy, no model knowledge beyond the lengths.
+falls at the lowest-energy point found. When the caller asked for VAD chunking, a
+voice-activity detector is passed in and asked about each search range, and the cut goes in
+the middle of its longest non-speech stretch instead. Pure numpy, no model knowledge beyond
+the lengths.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,13 +77,14 @@ def _gap_cut(speech: Sequence[tuple[int, int]], lo: int, hi: int) -> int | None:
 def plan_windows(
     samples: np.ndarray,
     max_window_s: float,
-    speech: Sequence[tuple[int, int]] | None = None,
+    find_speech: Callable[[np.ndarray], Sequence[tuple[int, int]]] | None = None,
 ) -> list[Window]:
     """Consecutive windows covering ``samples`` exactly, none longer than ``max_window_s``.
 
-    ``speech``: where a voice-activity detector heard speech (sample spans); each cut then
-    falls in the middle of the longest non-speech stretch of its search range, and only where
-    speech fills that range at the quietest moment as usual."""
+    ``find_speech``: a voice-activity detector, asked where it hears speech in each cut's
+    search range (spans within the stretch it is given); the cut then falls in the middle of
+    the longest non-speech stretch there, and only where speech fills the range at the
+    quietest moment as usual. A clip of one window asks it nothing."""
     if max_window_s < MIN_WINDOW_S:
         raise ValueError(f"windows must be at least {MIN_WINDOW_S} s")
     total = int(samples.size)
@@ -95,7 +97,10 @@ def plan_windows(
     while total - start > limit:
         lo = start + int(limit * (1 - SEARCH_FRACTION))
         hi = start + limit
-        cut = _gap_cut(speech, lo, hi) if speech is not None else None
+        cut = None
+        if find_speech is not None:
+            speech = [(lo + a, lo + b) for a, b in find_speech(samples[lo:hi])]
+            cut = _gap_cut(speech, lo, hi)
         if cut is None:
             frames = energy[lo // _FRAME : hi // _FRAME]
             cut = lo + int(np.argmin(frames)) * _FRAME + _FRAME // 2 if frames.size else hi

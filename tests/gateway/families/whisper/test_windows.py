@@ -44,13 +44,27 @@ def test_with_speech_spans_the_cut_goes_in_the_middle_of_the_longest_pause() -> 
     loud[SAMPLE_RATE * 25 : SAMPLE_RATE * 26] = 0.0  # the quietest moment by energy...
     # ...but the detector heard speech there, and a pause between 22 and 24 s
     speech = [(0, SAMPLE_RATE * 22), (SAMPLE_RATE * 24, SAMPLE_RATE * 40)]
-    windows = plan_windows(loud, 30.0, speech)
+    asked: list[int] = []
+
+    def find_speech(stretch: np.ndarray) -> list[tuple[int, int]]:
+        asked.append(stretch.size)  # the search range only: [21 s, 30 s)
+        return [(max(0, a - 21 * SAMPLE_RATE), b - 21 * SAMPLE_RATE) for a, b in speech]
+
+    windows = plan_windows(loud, 30.0, find_speech)
     assert windows[0].end == SAMPLE_RATE * 23
+    assert asked == [9 * SAMPLE_RATE]
     assert windows[-1].end == loud.size and all(w.duration_s <= 30 for w in windows)
 
 
 def test_speech_filling_the_search_range_falls_back_to_the_quietest_moment() -> None:
     loud = np.sin(np.arange(SAMPLE_RATE * 40) * 0.3).astype(np.float32)
     loud[SAMPLE_RATE * 25 : SAMPLE_RATE * 26] = 0.0
-    windows = plan_windows(loud, 30.0, [(0, SAMPLE_RATE * 40)])
+    windows = plan_windows(loud, 30.0, lambda stretch: [(0, stretch.size)])
     assert 25.0 <= windows[0].end_s <= 26.0
+
+
+def test_one_window_asks_the_detector_nothing() -> None:
+    def find_speech(stretch: np.ndarray) -> list[tuple[int, int]]:
+        raise AssertionError("a clip of one window needs no cut")
+
+    assert len(plan_windows(np.ones(SAMPLE_RATE * 20, np.float32), 30.0, find_speech)) == 1
