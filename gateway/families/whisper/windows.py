@@ -5,9 +5,9 @@ Whisper hears 30 s at a time (less when its output budget is small: NVIDIA's BLS
 both sides. So each cut is placed at the quietest moment (lowest short-time energy, smoothed
 over 200 ms) in the last stretch before the limit; with no quiet moment there, the cut still
 falls at the lowest-energy point found. When the caller asked for VAD chunking, a
-voice-activity detector is passed in and asked about each search range, and the cut goes in
-the middle of its longest non-speech stretch instead. Pure numpy, no model knowledge beyond
-the lengths.
+voice-activity detector is passed in and asked about each search range, and the cut goes at
+the quietest moment of the longest stretch it hears no speech in. Pure numpy, no model
+knowledge beyond the lengths.
 """
 
 from __future__ import annotations
@@ -56,9 +56,11 @@ def _energy(samples: np.ndarray) -> np.ndarray:
     return np.convolve(energy, kernel, mode="same")
 
 
-def _gap_cut(speech: Sequence[tuple[int, int]], lo: int, hi: int) -> int | None:
-    """The middle of the longest stretch of ``[lo, hi)`` outside every speech span, or None
-    when speech fills it."""
+def _longest_gap(speech: Sequence[tuple[int, int]], lo: int, hi: int) -> tuple[int, int] | None:
+    """The longest stretch of ``[lo, hi)`` outside every speech span; None when speech fills
+    it, or when the detector heard no speech there at all (it then has no opinion)."""
+    if not speech:
+        return None
     best: tuple[int, int] | None = None
     edge = lo
     for start, end in sorted(speech):
@@ -71,7 +73,7 @@ def _gap_cut(speech: Sequence[tuple[int, int]], lo: int, hi: int) -> int | None:
             break
     if edge < hi and (best is None or hi - edge > best[1] - best[0]):
         best = (edge, hi)
-    return None if best is None else (best[0] + best[1]) // 2
+    return best
 
 
 def plan_windows(
@@ -82,9 +84,9 @@ def plan_windows(
     """Consecutive windows covering ``samples`` exactly, none longer than ``max_window_s``.
 
     ``find_speech``: a voice-activity detector, asked where it hears speech in each cut's
-    search range (spans within the stretch it is given); the cut then falls in the middle of
-    the longest non-speech stretch there, and only where speech fills the range at the
-    quietest moment as usual. A clip of one window asks it nothing."""
+    search range (spans within the stretch it is given); the cut then falls at the quietest
+    moment of the longest stretch without speech there (of the whole range where speech
+    fills it, or where it hears none). A clip of one window asks it nothing."""
     if max_window_s < MIN_WINDOW_S:
         raise ValueError(f"windows must be at least {MIN_WINDOW_S} s")
     total = int(samples.size)
@@ -97,13 +99,11 @@ def plan_windows(
     while total - start > limit:
         lo = start + int(limit * (1 - SEARCH_FRACTION))
         hi = start + limit
-        cut = None
-        if find_speech is not None:
+        if find_speech is not None:  # search the detector's longest pause instead
             speech = [(lo + a, lo + b) for a, b in find_speech(samples[lo:hi])]
-            cut = _gap_cut(speech, lo, hi)
-        if cut is None:
-            frames = energy[lo // _FRAME : hi // _FRAME]
-            cut = lo + int(np.argmin(frames)) * _FRAME + _FRAME // 2 if frames.size else hi
+            lo, hi = _longest_gap(speech, lo, hi) or (lo, hi)
+        frames = energy[lo // _FRAME : hi // _FRAME]
+        cut = lo + int(np.argmin(frames)) * _FRAME + _FRAME // 2 if frames.size else hi
         windows.append(Window(len(windows), start, cut))
         start = cut
     windows.append(Window(len(windows), start, total))
