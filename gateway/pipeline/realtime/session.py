@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import json
 import logging
 import time
@@ -128,8 +129,16 @@ class RealtimeSession:
             self.turns = None
 
     async def finish(self) -> None:
-        """Graceful stop: no more audio; the committed utterances end; then close 1012."""
+        """Graceful stop: no more audio; speech the detector is still hearing is committed as
+        it stands; the committed utterances end; then close 1012."""
         self.draining = True
+        turns = self.turns
+        if turns is not None and turns.speaking and self.speech_item is not None:
+            item, end = self.speech_item, self.buffer.end
+            self.outbox.put(events.speech_stopped(item, to_ms(end)))
+            self.speech_item = None
+            with contextlib.suppress(ClientError):  # too many waiting already: nothing to add
+                self._commit(item, self.buffer.take())
         await self.pending.join()
         self.outbox.close(SERVICE_RESTART, "server shutting down")
 

@@ -384,3 +384,35 @@ async def test_a_client_that_does_not_read_does_not_hold_the_triton_request(
             await asyncio.sleep(0.05)
         assert window and fake.active == 0
         assert not [c for c in fake.cancelled if c.startswith(prefix)]
+
+
+async def test_sigterm_commits_speech_the_detector_is_still_hearing(fake: FakeTriton) -> None:
+    gateway = await start_gateway(fake)
+    port = free_loopback_port()
+    config = uvicorn.Config(gateway.app, host="127.0.0.1", port=port, log_level="warning")
+    server = draining_server(config, gateway.app.state.drain, grace_s=10.0)
+    serve = asyncio.create_task(server.serve())
+    while not server.started:
+        await asyncio.sleep(0.02)
+    fake.script.transcript = SPOKEN
+    url = f"ws://127.0.0.1:{port}/v1/realtime?model=fake-whisper"
+    try:
+        async with connect(url) as ws:
+            await next_event(ws)
+            audio = pcm24k(np.concatenate([np.zeros(8000, np.float32), spoken()[: 2 * 16_000]]))
+            await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": b64(audio)}))
+            await until(ws, "input_audio_buffer.speech_started")  # and still speaking
+            gateway.app.state.drain.begin(10.0)
+            server.should_exit = True
+            kinds = []
+            with pytest.raises(websockets.ConnectionClosed):
+                while True:
+                    kinds.append((await next_event(ws))["type"])
+        assert kinds[:2] == ["input_audio_buffer.speech_stopped", "input_audio_buffer.committed"]
+        assert kinds[-1] == "conversation.item.input_audio_transcription.completed"
+        assert ws.close_code == 1012
+        await asyncio.wait_for(serve, 10)
+    finally:
+        server.should_exit = True
+        await asyncio.gather(serve, return_exceptions=True)
+        await gateway.aclose()
