@@ -12,6 +12,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import numpy as np
 import pytest
 import uvicorn
@@ -416,3 +417,31 @@ async def test_sigterm_commits_speech_the_detector_is_still_hearing(fake: FakeTr
         server.should_exit = True
         await asyncio.gather(serve, return_exceptions=True)
         await gateway.aclose()
+
+
+def _metric(text: str, prefix: str) -> float:
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(prefix))
+
+
+async def test_sessions_audio_and_speech_end_latency_are_metrics(url: str) -> None:
+    async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+        before = (await http.get("/metrics")).text
+        async with raw(url) as ws:
+            await next_event(ws)
+            during = (await http.get("/metrics")).text
+            await ws.send(json.dumps({"type": "session.update", "session": MANUAL}))
+            await ws.send(json.dumps({"type": "input_audio_buffer.append",
+                                      "audio": b64(bytes(24_000))}))  # 0.5 s  # fmt: skip
+            await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+            await until(ws, "conversation.item.input_audio_transcription.completed")
+        after = (await http.get("/metrics")).text
+    open_now = "mmgw_realtime_sessions_open "
+    assert _metric(during, open_now) == _metric(before, open_now) + 1
+    audio = 'mmgw_realtime_audio_seconds_total{model="fake-whisper"}'
+    assert _metric(after, audio) - _metric(before, audio) == pytest.approx(0.5)
+    done = 'mmgw_realtime_utterances_total{model="fake-whisper",outcome="completed"}'
+    assert _metric(after, done) == _metric(before, done) + 1
+    latency = 'mmgw_realtime_speech_end_to_completed_seconds_count{model="fake-whisper"}'
+    assert _metric(after, latency) == _metric(before, latency) + 1
+    accepted = 'mmgw_realtime_sessions_total{outcome="accepted"}'
+    assert _metric(after, accepted) >= _metric(before, accepted) + 1
