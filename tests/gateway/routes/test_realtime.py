@@ -445,3 +445,12 @@ async def test_sessions_audio_and_speech_end_latency_are_metrics(url: str) -> No
     assert _metric(after, latency) == _metric(before, latency) + 1
     accepted = 'mmgw_realtime_sessions_total{outcome="accepted"}'
     assert _metric(after, accepted) >= _metric(before, accepted) + 1
+
+
+async def test_intent_transcription_without_a_model_uses_the_served_speech_model(url: str) -> None:
+    client = sdk(url)
+    async with client.realtime.connect(extra_query={"intent": "transcription"}) as conn:
+        created = await conn.recv()
+        assert created.type == "session.created"
+        transcription = created.session.audio.input.transcription  # type: ignore[union-attr]
+        assert transcription.model == "fake-whisper"  # type: ignore[union-attr]
