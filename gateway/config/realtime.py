@@ -26,9 +26,10 @@ class RealtimeSettings(BaseModel):
         60.0, gt=0, le=600, description="audio one uncommitted buffer may hold, in seconds"
     )
     max_append_bytes: int = Field(
-        15 * 1024 * 1024,
+        4 * 1024 * 1024,
         ge=1024,
-        description="decoded audio bytes one input_audio_buffer.append may carry (OpenAI: 15 MiB)",
+        description="decoded audio bytes one input_audio_buffer.append may carry (OpenAI allows "
+        "15 MiB; 60 s of 24 kHz PCM16 is 2.9 MB, and every message is read whole into memory)",
     )
     max_pending_utterances: int = Field(
         4, ge=1, description="committed utterances waiting for their transcript, per session"

@@ -47,7 +47,7 @@ def test_serve_runs_the_bounded_httptools_protocol_with_the_settings_limits() ->
         "log_config": None,
         "access_log": False,
         "timeout_graceful_shutdown": 30,
-        "ws_max_size": 15 * 1024 * 1024 * 4 // 3 + 64 * 1024,  # a 15 MiB realtime append
+        "ws_max_size": 4 * 1024 * 1024 * 4 // 3 + 64 * 1024,  # a 4 MiB realtime append
     }
 
 
