@@ -12,6 +12,8 @@
 - ``report DIR``: re-render a saved run's tables, goals and plot
 - ``replicas``: KV reuse with image-affinity routing over embedded Triton replicas
 - ``reference-gpu``: the GPU check of the reference models (``bench/reference_gpu.py``)
+- ``realtime``: 200 live transcription sessions held on one process (memory per session), or
+  ``--latency``: speech end -> ``completed`` for a 3 s utterance
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ def _parser() -> argparse.ArgumentParser:
         commands.add_parser("structured", help="schema compile and structured request cost")
     )
     replicas.add_arguments(commands.add_parser("replicas", help="affinity routing vs KV reuse"))
+    from bench import realtime
+
+    realtime.add_arguments(commands.add_parser("realtime", help="live transcription sessions"))
     rerender = commands.add_parser("report", help="re-render a saved run")
     rerender.add_argument("folder", type=Path)
     gpu = commands.add_parser("reference-gpu", help="GPU check of the reference models")
@@ -65,6 +70,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench import hotpath
 
         return hotpath.main(args)
+    if args.command == "realtime":
+        from bench import realtime
+
+        return realtime.run(args)
     if args.command == "structured":
         from bench import structured
 

@@ -17,11 +17,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from gateway.auth import ApiKeyMiddleware
 from gateway.config import Settings
 from gateway.drain import Drain, DrainMiddleware
-from gateway.errors import GatewayError, InvalidRequest
+from gateway.errors import GatewayError, InvalidRequest, StartupAborted
 from gateway.observability.access import AccessMiddleware
 from gateway.observability.deadline import BodyDeadlineMiddleware
 from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.middleware import InFlightLimitMiddleware, RequestIdMiddleware
+from gateway.pipeline.realtime.registry import Sessions
 from gateway.routes import (
     audio,
     chat,
@@ -31,6 +32,7 @@ from gateway.routes import (
     metrics,
     models,
     openapi,
+    realtime,
     responses,
     ui,
 )
@@ -85,7 +87,12 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = runtime is None
-        app.state.runtime = runtime or await build_runtime(settings, gateway_metrics)
+        try:
+            app.state.runtime = runtime or await build_runtime(settings, gateway_metrics)
+        except (GatewayError, ValueError, OSError) as exc:
+            reason = exc.message if isinstance(exc, GatewayError) else str(exc)
+            log.error("mmgw could not start: %s", reason)
+            raise StartupAborted(reason) from None
         if owned:
             app.state.runtime.start_watching()
         try:
@@ -119,6 +126,7 @@ def _add_routes(app: FastAPI, settings: Settings) -> None:
         completions.router,
         responses.router,
         audio.router,
+        realtime.router,
         models.router,
         health.router,
         ui.router,
@@ -146,6 +154,9 @@ def _add_middleware(app: FastAPI, settings: Settings, gateway_metrics: GatewayMe
     )
     app.add_middleware(ApiKeyMiddleware, keys=settings.api_keys)
     app.state.drain = Drain()  # started by the server on SIGTERM (drain.draining_server)
+    sessions = Sessions(settings.realtime, gateway_metrics.realtime)
+    app.state.realtime_sessions = sessions  # /v1/realtime's, finished on SIGTERM
+    app.state.drain.finishers.append(sessions.finish_all)
     app.add_middleware(DrainMiddleware, drain=app.state.drain)
     observability = settings.observability
     body_bytes = observability.log_body_max_bytes if observability.log_bodies else 0

@@ -3,15 +3,28 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
+import os
 import sys
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from gateway.config import ServedModel, Settings, load_settings
+from gateway.config.environment import unknown_variables
+from gateway.config.explain import explain
 from gateway.observability.logging import configure_logging
+from gateway.routes.docs import gateway_version
 from gateway.server.options import fast_server_options, uvicorn_options
+from gateway.server.ready import address_url, ready_line
 from gateway.workers import serve as supervise
 from gateway.workers import worker_count
 from server_repo.trtllm import cli as trtllm_cli
+
+log = logging.getLogger("gateway.cli")
+# uvicorn's exit status when the application's start-up fails.
+STARTUP_FAILED = 3
 
 __all__ = ["fast_server_options", "main", "settings_from_args", "uvicorn_options"]
 
@@ -20,6 +33,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mmgw", description="OpenAI-compatible multimodal gateway"
     )
+    parser.add_argument("--version", action="version", version=f"mmgw {gateway_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="serve the API (co-launches Triton by default)")
     serve.add_argument("--config", type=Path, help="TOML config file")
@@ -67,16 +81,27 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     return Settings.model_validate({**settings.model_dump(), **updates})
 
 
+def _configuration_error(exc: Exception) -> int:
+    """The documented ``mmgw: configuration error: ...`` and exit status 2."""
+    detail = explain(exc) if isinstance(exc, ValidationError) else str(exc)
+    print(f"mmgw: configuration error: {detail}", file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "trtllm-repo":
         return trtllm_cli.run(args)
+    ignored = unknown_variables(Settings, os.environ)
     try:
         settings = settings_from_args(args)
     except (ValueError, FileNotFoundError) as exc:
-        print(f"mmgw: configuration error: {exc}", file=sys.stderr)
-        return 2
+        for warning in ignored:
+            print(f"mmgw: warning: {warning}", file=sys.stderr)
+        return _configuration_error(exc)
     configure_logging(settings.observability.log_format, args.log_level)
+    for warning in ignored:
+        log.warning(warning)
     workers = worker_count(settings.server.workers)
     if workers > 1:
         return supervise(settings, workers, args.log_level)
@@ -88,8 +113,16 @@ def main(argv: list[str] | None = None) -> int:
     app = create_app(settings)
     options = uvicorn_options(settings, app, args.log_level)
     drain_s = settings.server.drain_timeout_s
-    draining_server(uvicorn.Config(app, **options), app.state.drain, drain_s).run()
-    return 0
+    model_ids = [model.id for model in settings.models]
+
+    def announce(address: tuple[str, int]) -> None:
+        log.info(ready_line(address_url(address), model_ids))
+
+    server = draining_server(uvicorn.Config(app, **options), app.state.drain, drain_s, announce)
+    # uvicorn raises the Ctrl+C it deferred once it has shut down; the stop was clean.
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run()
+    return 0 if server.started else STARTUP_FAILED
 
 
 if __name__ == "__main__":

@@ -13,12 +13,17 @@ ended here, by cancelling it (which cancels its Triton call) and answering for i
 
 Without this, the server's own deadline cancels them mid-body: streams cut with no event, and
 unstarted requests answered with a plain-text 500.
+
+Realtime sessions (WebSockets) are not requests the middleware sees: before the server closes
+its connections, ``finish_sessions`` asks each to take no more audio, finish the utterances
+already committed (their ``completed`` events sent) and close with 1012, within the grace.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +71,15 @@ class Drain:
     draining: bool = False
     calls: set[_Call] = field(default_factory=set)
     _timer: asyncio.TimerHandle | None = None
+    # Long-lived connections (realtime WebSocket sessions): each told to finish within the
+    # grace before the server's shutdown closes every connection (uvicorn closes WebSockets
+    # at once, with 1012 and no last event).
+    finishers: list[Callable[[float], Awaitable[None]]] = field(default_factory=list)
+
+    async def finish_sessions(self, grace_s: float) -> None:
+        """Let every long-lived session finish what it is doing, for at most ``grace_s``."""
+        if self.finishers:
+            await asyncio.gather(*(finish(grace_s) for finish in self.finishers))
 
     def begin(self, grace_s: float) -> None:
         """Refuse new requests from now on; end the running ones before ``grace_s`` is up."""
@@ -147,14 +161,32 @@ async def _end(call: _Call, send: Send) -> None:
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
-def draining_server(config: Any, drain: Drain, grace_s: float) -> Any:
-    """A uvicorn ``Server`` that starts ``drain`` when it is told to exit (SIGTERM, SIGINT)."""
+def draining_server(
+    config: Any,
+    drain: Drain,
+    grace_s: float,
+    on_listening: Callable[[tuple[str, int]], None] | None = None,
+) -> Any:
+    """A uvicorn ``Server`` that starts ``drain`` when it is told to exit (SIGTERM, SIGINT),
+    and calls ``on_listening`` with its socket's ``(host, port)`` once it accepts
+    connections."""
     import uvicorn
 
     class DrainingServer(uvicorn.Server):
         async def startup(self, sockets: Any = None) -> None:
             self._drain_loop = asyncio.get_running_loop()
             await super().startup(sockets=sockets)
+            listening = [s for server in self.servers for s in server.sockets]
+            if on_listening is not None and self.started and listening:
+                on_listening(listening[0].getsockname()[:2])
+
+        async def shutdown(self, sockets: Any = None) -> None:
+            # uvicorn's first step (no new connections), then the sessions' last utterances,
+            # then the rest of its shutdown (which closes every connection still open).
+            for server in getattr(self, "servers", []):
+                server.close()
+            await drain.finish_sessions(max(0.0, grace_s - CUT_MARGIN_S))
+            await super().shutdown(sockets=sockets)
 
         def handle_exit(self, sig: int, frame: Any) -> None:
             loop = getattr(self, "_drain_loop", None)

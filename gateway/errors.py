@@ -43,6 +43,11 @@ from __future__ import annotations
 from typing import Any
 
 
+class StartupAborted(Exception):
+    """The gateway could not start, and has logged why in words; the traceback a server
+    would print for it adds nothing (``observability/logging.py`` leaves it out)."""
+
+
 class GatewayError(Exception):
     """Base of every error the gateway raises on purpose."""
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gateway.config import Settings
+from gateway.server.ready import address_url, ready_line
 from gateway.triton.embedded.launcher import backoff, die_with_parent
 
 log = logging.getLogger(__name__)
@@ -100,7 +101,9 @@ class Supervisor:
                 # serve as one replica set.
                 settings = settings.with_embedded_at(",".join(embedded.grpc_urls))
             env = self._environment(settings, run_dir, metrics_dir, sock)
-            log.info("serving on %s with %d workers", _address(sock), self.workers)
+            ids = [model.id for model in settings.models]
+            ready = ready_line(address_url(sock.getsockname()[:2]), ids)
+            log.info("%s; %d workers", ready, self.workers)
             slots = [
                 asyncio.create_task(self._keep(i, env, sock, metrics_dir))
                 for i in range(self.workers)
@@ -186,11 +189,6 @@ def _forget(pid: int, metrics_dir: Path) -> None:
     from prometheus_client import multiprocess
 
     multiprocess.mark_process_dead(pid, str(metrics_dir))
-
-
-def _address(sock: socket.socket) -> str:
-    host, port = sock.getsockname()[:2]
-    return f"http://{host}:{port}" if ":" not in host else f"http://[{host}]:{port}"
 
 
 def serve(settings: Settings, workers: int, log_level: str) -> int:

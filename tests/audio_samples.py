@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 from fractions import Fraction
+from pathlib import Path
 
 import av
 import numpy as np
@@ -66,3 +67,23 @@ def _encode_m4a(samples: np.ndarray, rate: int) -> bytes:
             output.mux(stream.encode(frame))
         output.mux(stream.encode())
     return buffer.getvalue()
+
+
+SPOKEN_FILE = Path(__file__).parent / "speech_sample.flac"
+
+
+def spoken() -> np.ndarray:
+    """3.06 s of synthetic English speech, 16 kHz mono float32: "Live speech goes in, and the
+    words come back." made with CMU Flite 2.2 (Debian's ``flite``; its voices are free to use
+    and redistribute) and trimmed to the speech. Voice-activity detectors hear it as speech,
+    which the harmonic bursts of ``speech_like`` are not meant to fool."""
+    from gateway.media.audio import AudioLimits, decode_audio
+
+    return decode_audio(SPOKEN_FILE.read_bytes(), AudioLimits())
+
+
+def pcm24k(samples: np.ndarray) -> bytes:
+    """16 kHz float32 samples as OpenAI's realtime ``audio/pcm``: 24 kHz 16-bit little-endian."""
+    positions = np.arange(int(samples.size * 1.5)) / 1.5
+    wide = np.interp(positions, np.arange(samples.size), samples)
+    return (np.clip(wide, -1, 1) * 32767).astype("<i2").tobytes()

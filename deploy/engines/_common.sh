@@ -63,7 +63,7 @@ note() {
 
 # next_step ARGS...: the command that turns these engines into a Triton repository.
 next_step() {
-  note "next: mmgw trtllm-repo --family ${FAMILY} --templates /path/to/tensorrtllm_backend" \
+  note "next: mmgw trtllm-repo --family ${FAMILY} --templates /path/to/TensorRT-LLM" \
     "--output ./triton_repo --world-size ${TP_SIZE} $*"
 }
 

@@ -1,6 +1,7 @@
 """The gateway's settings, loaded once and passed in: ``settings.py`` (the top-level sections
 and loading), ``limits.py`` (request limits by concern), ``models.py`` (served models),
-``responses.py`` (the stored responses' file and retention)."""
+``responses.py`` (the stored responses' file and retention), ``realtime.py`` (live
+transcription sessions' bounds)."""
 
 from gateway.config.limits import (
     LEGACY_LIMITS,
@@ -20,6 +21,7 @@ from gateway.config.models import (
     ServedModel,
     default_models,
 )
+from gateway.config.realtime import RealtimeSettings
 from gateway.config.responses import ResponsesSettings
 from gateway.config.settings import (
     DEFAULT_HOST,
@@ -51,6 +53,7 @@ __all__ = [
     "LoraAdapter",
     "MediaSettings",
     "ObservabilitySettings",
+    "RealtimeSettings",
     "ResponsesSettings",
     "ServedModel",
     "ServerSettings",

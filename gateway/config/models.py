@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from gateway.config.limits import Strict
+from gateway.families.registry import SUPPORTED_FAMILIES
 from gateway.families.whisper.options import WhisperOptions
 from gateway.triton.replicas.discovery import is_dns, parse_dns
 
@@ -90,6 +92,18 @@ class ServedModel(Strict):
         "names none (request field 'lora_task_id'), as the InternLM-XComposer2 guide does.",
     )
 
+    @field_validator("family")
+    @classmethod
+    def _known_family(cls, name: str) -> str:
+        """Checked with the rest of the configuration, so a misspelling is a configuration
+        error at start-up, not a failure after Triton has been launched."""
+        if name not in SUPPORTED_FAMILIES:
+            close = difflib.get_close_matches(name, SUPPORTED_FAMILIES, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            known = ", ".join(sorted(SUPPORTED_FAMILIES))
+            raise ValueError(f"unknown model family {name!r}{hint}; known: {known}")
+        return name
+
     @field_validator("triton_url")
     @classmethod
     def _replica_urls(cls, value: str | list[str] | None) -> str | list[str] | None:
@@ -137,6 +151,12 @@ class ServedModel(Strict):
     def _whisper_options(self) -> ServedModel:
         if self.whisper is not None and self.family != "whisper":
             raise ValueError(f"model {self.id!r}: 'whisper' options need family 'whisper'")
+        return self
+
+    @model_validator(mode="after")
+    def _lora_needs_support(self) -> ServedModel:
+        if self.lora and not SUPPORTED_FAMILIES[self.family].supports_lora:
+            raise ValueError(f"model {self.id!r}: family {self.family!r} takes no LoRA adapters")
         return self
 
 

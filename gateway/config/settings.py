@@ -30,6 +30,7 @@ from gateway.config.limits import (
     move_legacy_limits,
 )
 from gateway.config.models import ServedModel, default_models
+from gateway.config.realtime import RealtimeSettings
 from gateway.config.responses import ResponsesSettings
 from gateway.triton.embedded import (
     DEFAULT_READY_TIMEOUT_S,
@@ -138,7 +139,11 @@ class EmbeddedSettings(Strict):
 class ObservabilitySettings(Strict):
     """Logs and metrics. Bodies hold prompts and images, so they are never logged by default."""
 
-    log_format: Literal["json", "text"] = "json"
+    log_format: Literal["auto", "json", "text"] = Field(
+        "auto",
+        description="'auto': text lines on a terminal (someone reading), JSON lines otherwise "
+        "(a container, a pipe, a file: a log shipper reading).",
+    )
     log_bodies: bool = Field(
         False,
         description="Debug switch: also log request bodies (prompts, media) at debug level.",
@@ -166,6 +171,7 @@ class Settings(BaseSettings):
     limits: dict[str, Any] | None = Field(None, exclude=True, deprecated=True)
     observability: ObservabilitySettings = Field(default_factory=ObservabilitySettings)
     responses: ResponsesSettings = Field(default_factory=ResponsesSettings)
+    realtime: RealtimeSettings = Field(default_factory=RealtimeSettings)
     models: list[ServedModel] = Field(default_factory=default_models)
     api_keys: tuple[str, ...] = ()
     unsafe_allow_private_media_urls_for_tests: bool = Field(
@@ -207,8 +213,23 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _embedded_needed(self) -> Settings:
-        if not self.embedded.enabled and any(m.triton_url is None for m in self.models):
-            raise ValueError("models without triton_url need the embedded Triton enabled")
+        """A model without ``triton_url`` is served by the embedded Triton: it must be on,
+        and hold that model (else Triton fails at start-up, the cause deep in its log)."""
+        embedded = [m for m in self.models if m.triton_url is None]
+        if embedded and not self.embedded.enabled:
+            raise ValueError(
+                f"model {embedded[0].id!r} has no triton_url, and the embedded Triton is "
+                'disabled: give it triton_url = "host:port" (or --triton-url), or set '
+                "[embedded] enabled = true"
+            )
+        repository = self.embedded.model_repository
+        for model in embedded if repository.is_dir() else []:
+            if not (repository / model.triton_model).is_dir():
+                raise ValueError(
+                    f"model {model.id!r} has no triton_url, so the embedded Triton serves it, "
+                    f"but its repository {repository} has no model {model.triton_model!r}: "
+                    'give it triton_url = "host:port" of the Triton that serves it'
+                )
         return self
 
     @property

@@ -9,7 +9,7 @@ the pixel work in worker threads and tests can check it without a server.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Literal
 
@@ -34,6 +34,9 @@ VideoTensorName = Literal["video_bytes_input", "image_input"]
 TEXT_CONTRACT_INPUTS = ("text_input", "max_tokens")
 
 
+SpeechFinder = Callable[[np.ndarray], Sequence[tuple[int, int]]]
+
+
 @dataclass(frozen=True)
 class SpeechOptions:
     """What an audio endpoint asks of a speech family (a chat request passes none)."""
@@ -43,6 +46,9 @@ class SpeechOptions:
     prompt: str | None = None  # previous text, for context
     timestamps: bool = False
     max_tokens: int | None = None  # None: the whole clip
+    # VAD chunking: where a voice-activity detector hears speech in a stretch of the clip
+    # ([start, end) sample spans within it). Asked only where long audio needs a cut.
+    find_speech: SpeechFinder | None = None
 
 
 @dataclass(frozen=True)

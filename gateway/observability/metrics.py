@@ -26,6 +26,8 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from gateway.observability.realtime_metrics import RealtimeMetrics
+
 # Set for worker processes by the supervisor; prometheus_client reads it when it is imported.
 MULTIPROC_DIR = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -98,6 +100,7 @@ class GatewayMetrics:
         self._collisions = _CollisionCollector()
         self.registry.register(self._collisions)
         self.replicas = ReplicaMetrics(self.registry)
+        self.realtime = RealtimeMetrics(self.registry)
 
     def _define_request_metrics(self) -> None:
         r = self.registry

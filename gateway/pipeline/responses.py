@@ -44,6 +44,14 @@ CHAT_EXTRAS = frozenset(
      *VLLM_EXTENSIONS}
 )  # fmt: skip
 # Chat's spellings of what the Responses API names otherwise: refused, naming the right one.
+# OpenAI answers a prewarm with no output; TensorRT-LLM's KV reuse fills its cache only by
+# running a request, and a gateway that generated anyway would bill and store an answer the
+# client said it did not want.
+PREWARM_REFUSED = (
+    "preparing a prompt without generating output (prompt_cache_options.prewarm, "
+    "generate: false) is not supported: send the request itself; its prompt prefix is kept in "
+    "the engine's KV cache and reused by the next request that shares it"
+)
 MISSPELT = {
     "messages": "use input",
     "max_tokens": "use max_output_tokens",
@@ -88,6 +96,9 @@ def refuse_unsupported(request: ResponsesRequest) -> None:
         "max_tool_calls": ("max_tool_calls is not supported", request.max_tool_calls is not None),
         "text.verbosity": ("text.verbosity is not supported",
                            request.text is not None and request.text.verbosity is not None),
+        "prompt_cache_options.prewarm": (PREWARM_REFUSED, bool(
+            request.prompt_cache_options and request.prompt_cache_options.prewarm)),
+        "generate": (PREWARM_REFUSED, request.generate is False),
     }  # fmt: skip
     for param, (message, refused) in refusals.items():
         if refused:

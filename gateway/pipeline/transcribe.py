@@ -8,10 +8,14 @@ offload pool, and lets the family plan its calls; ``relay.relay`` runs them and 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
+
+import numpy as np
 
 from gateway.families.base import SpeechOptions
 from gateway.families.calls import GenerationRequest, Sampling
+from gateway.media.vad import TurnDetection, speech_spans
 from gateway.pipeline._watchdog import Timeouts
 from gateway.pipeline.media import decode_upload
 from gateway.pipeline.relay import Prepared, family_plan, prepared
@@ -24,13 +28,16 @@ class TranscriptionJob:
 
     speech: SpeechOptions
     sampling: Sampling
+    # chunking_strategy "auto" / server_vad: long audio cut where the detector hears no speech
+    chunking: TurnDetection | None = None
 
 
 async def check_transcription(served: ServedRuntime, job: TranscriptionJob) -> TranscriptionJob:
     """The family's refusals, before any decoding (a model that does not transcribe, a
     language it does not know, options its deployment cannot honour)."""
     await served.get_contract()  # a family with several contracts knows its own after this
-    return TranscriptionJob(served.family.check_speech(job.speech, job.sampling), job.sampling)
+    speech = served.family.check_speech(job.speech, job.sampling)
+    return TranscriptionJob(speech, job.sampling, job.chunking)
 
 
 async def prepare_transcription(
@@ -39,8 +46,23 @@ async def prepare_transcription(
     """Check the job, decode the upload and plan the calls (all before the first byte).
     ``stream``: the caller streams, so Triton is asked to (when the deployment is decoupled)."""
     job = await check_transcription(served, job)
-    contract = await served.get_contract()
     samples = await decode_upload(upload, runtime)
+    return await prepare_samples(served, job, samples, runtime, stream)
+
+
+async def prepare_samples(
+    served: ServedRuntime,
+    job: TranscriptionJob,
+    samples: np.ndarray,
+    runtime: Runtime,
+    stream: bool,
+) -> Prepared:
+    """Plan the calls for audio already decoded (16 kHz mono float32): an upload's, or an
+    utterance of a realtime session (``pipeline/realtime``). ``job`` is already checked."""
+    contract = await served.get_contract()
+    if job.chunking is not None:  # asked by the family's window planner, off the event loop
+        finder = partial(speech_spans, config=job.chunking)
+        job = replace(job, speech=replace(job.speech, find_speech=finder))
     draft = GenerationRequest(
         text_input="",
         max_tokens=runtime.settings.generation.max_tokens,

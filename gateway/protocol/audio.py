@@ -7,9 +7,10 @@ itself stays bytes). Array fields arrive as repeated ``name[]`` entries, as the 
 
 from __future__ import annotations
 
+import json
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 ResponseFormat = Literal["json", "text", "srt", "vtt", "verbose_json"]
 Granularity = Literal["segment", "word"]
@@ -21,6 +22,20 @@ UNSUPPORTED_FIELDS = (
     "keywords",
     "languages",
 )
+
+
+class ServerVad(BaseModel):
+    """OpenAI's ``chunking_strategy: {"type": "server_vad", ...}`` (its SDK's
+    ``ChunkingStrategyVadConfig``): the voice-activity detector's settings (``media/vad.py``),
+    whose speech spans place the cuts of Whisper's windows in the pauses (``"auto"`` is the
+    same with OpenAI's defaults: threshold 0.5, 300 ms padding, 500 ms silence)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["server_vad"]
+    prefix_padding_ms: int | None = Field(None, ge=0, le=60_000)
+    silence_duration_ms: int | None = Field(None, ge=0, le=60_000)
+    threshold: float | None = Field(None, ge=0.0, le=1.0)
 
 
 class TranscriptionRequest(BaseModel):
@@ -35,7 +50,7 @@ class TranscriptionRequest(BaseModel):
     response_format: ResponseFormat = "json"
     timestamp_granularities: list[Granularity] = Field(default_factory=list, max_length=2)
     stream: bool = False
-    chunking_strategy: str | None = None
+    chunking_strategy: Literal["auto"] | ServerVad | None = None
     # vLLM's: the most tokens the transcript may have (None: the whole clip).
     max_completion_tokens: int | None = Field(None, ge=1, le=2**31 - 1)
 
@@ -43,6 +58,27 @@ class TranscriptionRequest(BaseModel):
     @classmethod
     def _blank_is_none(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("chunking_strategy", mode="before")
+    @classmethod
+    def _auto_or_server_vad(cls, value: object) -> object:
+        """``"auto"``, or the object: from the SDK's ``chunking_strategy[type]`` fields (a
+        dict, read by the form) or as JSON text in one field (``-F 'chunking_strategy={...}'``)."""
+        if isinstance(value, str) and value.lstrip().startswith("{"):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                raise ValueError("an object must be valid JSON") from None
+        if isinstance(value, dict):
+            try:
+                return ServerVad.model_validate(value)
+            except ValidationError as exc:
+                first = exc.errors(include_url=False)[0]
+                where = ".".join(str(p) for p in first["loc"])
+                raise ValueError(f"{where}: {first['msg']}") from None
+        if value is None or value == "auto":
+            return value
+        raise ValueError('must be "auto" or {"type": "server_vad", ...}')
 
     @property
     def wants_segments(self) -> bool:

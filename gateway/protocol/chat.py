@@ -40,7 +40,7 @@ class TextPart(_Part):
 
 class ImageURL(_Part):
     url: str = Field(min_length=1)
-    detail: Literal["auto", "low", "high"] | None = None
+    detail: Literal["auto", "low", "high", "original"] | None = None
 
 
 class ImageURLPart(_Part):

@@ -143,6 +143,16 @@ class Reasoning(BaseModel):
     summary: str | None = None
 
 
+class PromptCacheOptions(BaseModel):
+    """``prompt_cache_options`` (openai ``PromptCacheOptions``)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    prewarm: bool | None = None
+    mode: Literal["implicit", "explicit"] | None = None
+    ttl: str | None = None
+
+
 class ResponsesRequest(BaseModel):
     """The request body of ``POST /v1/responses``."""
 
@@ -173,6 +183,11 @@ class ResponsesRequest(BaseModel):
     prompt: dict[str, Any] | None = None
     max_tool_calls: int | None = None
     top_logprobs: int | None = Field(None, ge=0, le=20)
+    # OpenAI's prompt-cache controls: ``prewarm`` (fill the cache, generate nothing) and
+    # ``generate: false`` are refused; ``mode``, ``ttl`` change nothing here (KV reuse is the
+    # engine's own, keyed on the prompt's prefix).
+    prompt_cache_options: PromptCacheOptions | None = None
+    generate: bool | None = None
 
     @field_validator("stream", "store", mode="before")
     @classmethod

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import ValidationError
@@ -9,7 +11,9 @@ from pydantic import ValidationError
 from gateway.errors import InvalidRequest, MediaDecodeError, UpstreamFailed
 from gateway.families.base import SpeechOptions
 from gateway.families.calls import Sampling, Task, Transcript
+from gateway.media.vad import TurnDetection, VadUnavailable, vad_available
 from gateway.observability.record import record_of
+from gateway.pipeline.realtime.config import SERVER_VAD
 from gateway.pipeline.relay import relay
 from gateway.pipeline.transcribe import (
     TranscriptionJob,
@@ -70,7 +74,30 @@ def _validate(fields: dict) -> TranscriptionRequest:
 def _job(body: TranscriptionRequest, task: Task) -> TranscriptionJob:
     timestamps = body.wants_segments or "segment" in body.timestamp_granularities
     speech = SpeechOptions(task, body.language, body.prompt, timestamps, body.max_completion_tokens)
-    return TranscriptionJob(speech, Sampling(temperature=body.temperature))
+    return TranscriptionJob(speech, Sampling(temperature=body.temperature), _chunking(body))
+
+
+def _chunking(body: TranscriptionRequest) -> TurnDetection | None:
+    """``chunking_strategy`` as the detector's settings: ``"auto"`` is server_vad with OpenAI's
+    defaults (the quiet-point cuts where the detector is not installed); an explicit
+    ``server_vad`` object needs the detector."""
+    strategy = body.chunking_strategy
+    if strategy is None:
+        return None
+    if strategy == "auto":
+        return SERVER_VAD if vad_available() else None
+    if not vad_available():
+        raise VadUnavailable(
+            "chunking_strategy server_vad needs the voice-activity detector, which is not "
+            'installed: install multimodal-gateway[vad], or send "auto"',
+            param="chunking_strategy",
+        )
+    given = {k: v for k, v in strategy.model_dump().items() if k != "type" and v is not None}
+    try:
+        return replace(SERVER_VAD, **given)
+    except InvalidRequest as exc:
+        exc.param = f"chunking_strategy.{exc.param}"
+        raise
 
 
 async def _serve(request: Request, task: Task) -> Response:

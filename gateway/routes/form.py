@@ -3,7 +3,9 @@
 FastAPI's own ``Form``/``File`` parameters answer 422 with ``{"detail": ...}`` and read the body
 without a cap; here the body is streamed into Starlette's multipart parser and refused with
 ``request_too_large`` as soon as it passes the cap (before it is all received). Repeated fields
-(``timestamp_granularities[]``) come back as lists under their name without the brackets.
+(``timestamp_granularities[]``) come back as lists under their name without the brackets, and
+an object's keys (``chunking_strategy[type]``, as the OpenAI SDK writes a dict into a form) as
+one dict under its name.
 """
 
 from __future__ import annotations
@@ -76,7 +78,19 @@ async def _collect(form: Any, file_field: str) -> FormUpload:
             continue
         if key.endswith("[]"):
             fields.setdefault(key[:-2], []).append(value)
+        elif key.endswith("]") and "[" in key:
+            name, _, inner = key[:-1].partition("[")
+            table = fields.setdefault(name, {})
+            if not isinstance(table, dict):
+                raise InvalidRequest(
+                    f"'{name}' is given both as a value and as an object", param=name
+                )
+            table[inner] = value
         else:
+            if isinstance(fields.get(key), dict):
+                raise InvalidRequest(
+                    f"'{key}' is given both as a value and as an object", param=key
+                )
             fields[key] = value
     if upload is None:
         if file_field in fields:

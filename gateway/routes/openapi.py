@@ -102,6 +102,14 @@ def _transcription_form() -> dict[str, Any]:
     OpenAI SDK sends them), and the audio ``file``."""
     schema = TranscriptionRequest.model_json_schema(ref_template=_REF)
     properties = schema["properties"]
+    # In a form, the object is JSON text in one field (the SDK writes chunking_strategy[type]).
+    properties["chunking_strategy"] = {
+        "type": "string",
+        "title": "Chunking Strategy",
+        "description": '"auto", or {"type": "server_vad", "threshold": ..., '
+        '"prefix_padding_ms": ..., "silence_duration_ms": ...} as JSON',
+    }
+    schema.get("$defs", {}).pop("ServerVad", None)
     for field in properties.values():  # a form has no null: a field is sent or not
         choices = field.pop("anyOf", None)
         if choices is not None:

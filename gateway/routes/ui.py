@@ -20,6 +20,8 @@ FILES = {
     "index.html": "text/html; charset=utf-8",
     "app.js": "text/javascript; charset=utf-8",
     "markdown.js": "text/javascript; charset=utf-8",
+    "mic.js": "text/javascript; charset=utf-8",
+    "mic-worklet.js": "text/javascript; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
 }
 CONTENT_SECURITY_POLICY = "; ".join(

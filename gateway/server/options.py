@@ -39,4 +39,6 @@ def uvicorn_options(settings: Settings, app: FastAPI, log_level: str) -> dict[st
         "log_config": None,  # configure_logging owns the handlers: one format for all
         "access_log": False,  # the gateway writes its own access line, with timings and sizes
         "timeout_graceful_shutdown": math.ceil(settings.server.drain_timeout_s),
+        # A /v1/realtime append of max_append_bytes of audio, in base64 inside its JSON event.
+        "ws_max_size": settings.realtime.max_append_bytes * 4 // 3 + 64 * 1024,
     }

@@ -17,10 +17,32 @@ from typing import Any
 from gateway.families.calls import Outcome, TimedSegment, Transcript
 from gateway.streaming.chunks import sse_frame
 
+# Whisper's encoder positions per second of audio: 100 log-mel frames a second (hop 160 at
+# 16 kHz), halved by its second convolution's stride (1,500 positions per 30-s window).
+AUDIO_TOKENS_PER_SECOND = 50
+
 
 def usage(duration: float) -> dict[str, Any]:
     """OpenAI's duration usage (whole seconds, rounded up)."""
     return {"type": "duration", "seconds": math.ceil(duration)}
+
+
+def token_usage(transcript: Transcript | None) -> dict[str, Any]:
+    """OpenAI's token usage, the only shape its ``transcript.text.done`` event allows
+    (``openai.types.audio.TranscriptionTextDoneEvent.usage``: ``type: "tokens"``): the audio
+    as the encoder positions it fills, the decoder's prompt as text tokens."""
+    if transcript is None:
+        audio = text = output = 0
+    else:
+        audio = math.ceil(transcript.duration * AUDIO_TOKENS_PER_SECOND)
+        text, output = transcript.prompt_tokens, transcript.completion_tokens
+    return {
+        "type": "tokens",
+        "input_tokens": audio + text,
+        "input_token_details": {"audio_tokens": audio, "text_tokens": text},
+        "output_tokens": output,
+        "total_tokens": audio + text + output,
+    }
 
 
 def json_body(transcript: Transcript) -> dict[str, Any]:
@@ -99,5 +121,6 @@ class TranscriptEvents:
     def finish(self, outcome: Outcome) -> bytes:
         transcript = outcome.transcript
         text = transcript.text if transcript is not None else ""
-        duration = transcript.duration if transcript is not None else 0.0
-        return sse_frame({"type": "transcript.text.done", "text": text, "usage": usage(duration)})
+        return sse_frame(
+            {"type": "transcript.text.done", "text": text, "usage": token_usage(transcript)}
+        )

@@ -52,8 +52,11 @@ def find_all_models(root: Path) -> Path:
             return candidate
     tried = ", ".join(str(root / r) for r in TEMPLATE_ROOTS)
     raise TemplateError(
-        f"no tensorrtllm_backend templates under {root} (looked for "
-        f"inflight_batcher_llm/tensorrt_llm/config.pbtxt in {tried})"
+        f"no Triton TensorRT-LLM templates under {root}. NVIDIA keeps them in two places: "
+        "a TensorRT-LLM checkout, in triton_backend/all_models/ (current releases), and a "
+        "tensorrtllm_backend checkout, in all_models/ (older releases; the Triton TRT-LLM "
+        "container has /app/all_models). Pass either checkout, or the all_models/ folder "
+        f"itself (looked for inflight_batcher_llm/tensorrt_llm/config.pbtxt in {tried})"
     )
 
 
@@ -115,8 +118,18 @@ def _gateway_config_path(request: RepoRequest) -> Path:
     return request.gateway_config or request.output.resolve().parent / "gateway.toml"
 
 
+def refuse_overwrite(path: Path, force: bool, option: str) -> None:
+    """An earlier run's file (another model's gateway config) is replaced only with --force."""
+    if path.exists() and not force:
+        raise RepoError(
+            f"{path} exists (written by an earlier run?); pass {option} PATH to write "
+            "another, or --force to replace it"
+        )
+
+
 def build_repository(request: RepoRequest) -> Result:
     """Check, fill, verify and write the repository plus its gateway config."""
+    refuse_overwrite(_gateway_config_path(request), request.force, "--gateway-config")
     engines = load_engines(request)
     check(request, engines)
     all_models = find_all_models(request.templates)

@@ -13,6 +13,7 @@ from pathlib import Path, PurePosixPath
 
 from server_repo.trtllm.families import SUPPORTED_FAMILIES, get_spec
 from server_repo.trtllm.request import (
+    COMPOSE_TRITON_URL,
     DEFAULT_KV_CACHE_FRACTION,
     DEFAULT_TRITON_URL,
     PathMap,
@@ -56,7 +57,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     out = parser.add_argument_group("gateway and launch")
     out.add_argument("--model-id", help="OpenAI model id (default: the tokenizer dir's name)")
-    out.add_argument("--triton-url", default=DEFAULT_TRITON_URL, help="gRPC host:port")
+    out.add_argument(
+        "--triton-url",
+        help=f"Triton's gRPC host:port in the gateway config (default {DEFAULT_TRITON_URL}, "
+        f"where the printed launch command serves it; with --env-file, {COMPOSE_TRITON_URL}: "
+        "the compose service)",
+    )
     out.add_argument("--gateway-config", type=Path, help="TOML to write (<output>/../gateway.toml)")
     out.add_argument("--env-file", type=Path, help="also write docker-compose variables here")
     out.add_argument("--launch-script", type=PurePosixPath, help="launch_triton_server.py path")
@@ -68,6 +74,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="write LOCAL paths as the server sees them (repeatable)",
     )
     out.add_argument("--force", action="store_true", help="replace an existing --output")
+
+
+def _default_triton_url(args: argparse.Namespace) -> str:
+    return COMPOSE_TRITON_URL if args.env_file is not None else DEFAULT_TRITON_URL
 
 
 def request_from_args(args: argparse.Namespace) -> RepoRequest:
@@ -90,7 +100,7 @@ def request_from_args(args: argparse.Namespace) -> RepoRequest:
         world_size=args.world_size,
         entry=args.entry,
         model_id=args.model_id,
-        triton_url=args.triton_url,
+        triton_url=args.triton_url or _default_triton_url(args),
         gateway_config=args.gateway_config,
         launch_script=args.launch_script,
         whisper_assets=args.whisper_assets,
@@ -102,11 +112,14 @@ def request_from_args(args: argparse.Namespace) -> RepoRequest:
 
 def run(args: argparse.Namespace) -> int:
     """Build the repository; print where it is and how to launch it. Exit 2 when refused."""
-    from server_repo.trtllm.assemble import build_repository
+    from server_repo.trtllm.assemble import build_repository, refuse_overwrite
     from server_repo.trtllm.errors import RepoError
 
     try:
-        result = build_repository(request_from_args(args))
+        if args.env_file is not None:
+            refuse_overwrite(args.env_file, args.force, "--env-file")
+        request = request_from_args(args)
+        result = build_repository(request)
     except (RepoError, ValueError) as exc:
         print(f"mmgw trtllm-repo: {exc}", file=sys.stderr)
         return 2
@@ -115,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
         args.env_file.write_text(env_lines)
     print(f"model repository: {result.repository}")
     print(f"gateway config:   {result.gateway_config}")
+    print(f"  (triton_url = {request.triton_url!r}; --triton-url HOST:PORT to change it)")
     for note in result.notes:
         print(f"note: {note}")
     print("\nlaunch Triton (inside the Triton TRT-LLM container; export PMIX_MCA_gds=hash if")

@@ -10,7 +10,10 @@ from server_repo.trtllm.families import FamilySpec
 DEFAULT_KV_CACHE_FRACTION = 0.9
 #: NVIDIA's guides split enc-dec KV memory half and half between self and cross attention.
 DEFAULT_CROSS_KV_CACHE_FRACTION = 0.5
-DEFAULT_TRITON_URL = "triton:8001"
+#: Where the gateway finds Triton by default: the launch command's gRPC port on this machine;
+#: with --env-file (docker compose), the compose service's name.
+DEFAULT_TRITON_URL = "localhost:8001"
+COMPOSE_TRITON_URL = "triton:8001"
 #: CUDA pool for prompt tables moved between models on GPU 0 (NVIDIA's documented value).
 MULTIMODAL_GPU0_POOL_BYTES = 300_000_000
 

@@ -1,15 +1,18 @@
 """End-to-end fixtures: the gateway served by uvicorn on loopback in front of the session's
-real tritonserver, and a loopback HTTP server that serves test images."""
+real tritonserver, a loopback HTTP server that serves test images, and the browser (Debian's
+Chromium driven by Playwright) for the chat page and ``/docs``."""
 
 from __future__ import annotations
 
 import io
 import tempfile
 import threading
+import warnings
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,6 +20,7 @@ from PIL import Image
 
 from gateway.config import EmbeddedSettings, ServedModel, Settings
 from gateway.triton.embedded import EmbeddedTriton
+from tests.e2e.chromium import LAUNCH_ARGS, ensure_chromium
 from tests.live_gateway import serving
 
 
@@ -137,3 +141,26 @@ async def gateway_url(embedded_triton: EmbeddedTriton) -> AsyncIterator[str]:
     """The session's gateway in front of the session's Triton."""
     async with serving(e2e_settings(embedded_triton)) as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> Path:
+    path, reason = ensure_chromium()
+    if path is None:
+        warnings.warn(f"browser tests skipped: {reason}", stacklevel=1)
+        pytest.skip(f"browser tests skipped: {reason}")
+    return path
+
+
+@pytest.fixture(scope="session")
+async def browser(chromium_path: Path) -> AsyncIterator[Any]:
+    """One Chromium for the session's browser tests (the chat page, ``/docs``)."""
+    playwright_api = pytest.importorskip(
+        "playwright.async_api", reason="playwright is not installed: pip install -e '.[dev]'"
+    )
+    async with playwright_api.async_playwright() as pw:
+        launched = await pw.chromium.launch(executable_path=str(chromium_path), args=LAUNCH_ARGS)
+        try:
+            yield launched
+        finally:
+            await launched.close()

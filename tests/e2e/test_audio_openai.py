@@ -117,7 +117,9 @@ async def test_stream_emits_deltas_then_done(client: AsyncOpenAI) -> None:
             done = event
     assert done is not None and len(deltas) > 1
     assert "".join(deltas) == done.text == whole.text
-    assert done.usage.seconds == 7
+    assert done.usage is not None and done.usage.type == "tokens"
+    assert done.usage.input_token_details.audio_tokens == 7 * 50
+    assert done.usage.output_tokens > 0
 
 
 async def test_95_s_clip_is_transcribed_in_windows_with_monotonic_timestamps(

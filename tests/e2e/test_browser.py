@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import warnings
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,6 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.chromium import LAUNCH_ARGS, ensure_chromium
 from tests.e2e.conftest import make_image
 
 playwright_api = pytest.importorskip(
@@ -42,25 +40,6 @@ RECORD_LENGTHS = """() => {
   }).observe(document.getElementById('conversation'),
              {subtree: true, childList: true, characterData: true});
 }"""
-
-
-@pytest.fixture(scope="session")
-def chromium_path() -> Path:
-    path, reason = ensure_chromium()
-    if path is None:
-        warnings.warn(f"browser tests skipped: {reason}", stacklevel=1)
-        pytest.skip(f"browser tests skipped: {reason}")
-    return path
-
-
-@pytest.fixture(scope="session")
-async def browser(chromium_path: Path) -> AsyncIterator[Any]:
-    async with playwright_api.async_playwright() as pw:
-        launched = await pw.chromium.launch(executable_path=str(chromium_path), args=LAUNCH_ARGS)
-        try:
-            yield launched
-        finally:
-            await launched.close()
 
 
 @pytest.fixture

@@ -1,14 +1,22 @@
-"""``mmgw serve`` runs uvicorn on uvloop, with the gateway's own httptools protocol."""
+"""``mmgw serve`` runs uvicorn on uvloop, with the gateway's own httptools protocol; a
+configuration mistake ends in one ``mmgw: configuration error: ...`` line and exit 2."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 
+import pytest
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from gateway.app import create_app
-from gateway.cli import fast_server_options, uvicorn_options
+from gateway.cli import fast_server_options, main, uvicorn_options
 from gateway.config import EmbeddedSettings, ServedModel, Settings
+from gateway.config.environment import unknown_variables
 from gateway.server import HttpLimits, LimitedHttpToolsProtocol
 
 
@@ -39,4 +47,111 @@ def test_serve_runs_the_bounded_httptools_protocol_with_the_settings_limits() ->
         "log_config": None,
         "access_log": False,
         "timeout_graceful_shutdown": 30,
+        "ws_max_size": 4 * 1024 * 1024 * 4 // 3 + 64 * 1024,  # a 4 MiB realtime append
     }
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "gateway.toml"
+    path.write_text(text)
+    return path
+
+
+def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """``mmgw`` run with ``argv``: it must end with exit 2 and one clean configuration error."""
+    assert main(list(argv)) == 2
+    err = capsys.readouterr().err
+    assert "mmgw: configuration error: " in err, err
+    for pydantic_report in ("Traceback", "validation error for", "[type=", "errors.pydantic.dev"):
+        assert pydantic_report not in err, err
+    return err
+
+
+def test_a_misspelled_family_is_a_configuration_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write(
+        tmp_path,
+        '[[models]]\nid = "m"\nfamily = "lava"\ntriton_model = "e"\ntriton_url = "t:1"\n',
+    )
+    err = refused(capsys, "serve", "--config", str(config))
+    assert "models[0].family: unknown model family 'lava' (did you mean 'llava'?)" in err
+
+
+def test_a_model_the_embedded_triton_cannot_serve_is_a_configuration_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = '[[models]]\nid = "m"\nfamily = "llava"\ntriton_model = "mine"\n'
+    err = refused(capsys, "serve", "--config", str(write(tmp_path, model)))
+    assert "model 'm' has no triton_url" in err and "has no model 'mine'" in err
+
+    off = "[embedded]\nenabled = false\n" + model
+    err = refused(capsys, "serve", "--config", str(write(tmp_path, off)))
+    assert "model 'm' has no triton_url, and the embedded Triton is disabled" in err
+
+
+def test_a_bad_value_names_the_setting_and_what_was_given(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MMGW_SERVER__PORT", "eighty")
+    err = refused(capsys, "serve")
+    assert "server.port: Input should be a valid integer" in err and "'eighty'" in err
+
+
+def without_mmgw_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [name for name in os.environ if name.upper().startswith("MMGW_")]:
+        monkeypatch.delenv(name)
+
+
+def test_every_mmgw_variable_that_sets_nothing_is_warned_about(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    without_mmgw_variables(monkeypatch)
+    monkeypatch.setenv("MMGW_SERVER_PORT", "9000")  # one underscore: sets nothing
+    monkeypatch.setenv("MMGW_EMBEDED__DEVICE", "cpu")
+    monkeypatch.setenv("MMGW_SERVER__PORT", "bad")  # stop before serving
+    # Real settings, and the variables others read, are not warned about.
+    monkeypatch.setenv("MMGW_EMBEDDED__CHECKPOINTS__REFERENCE_LLAVA", "/ckpt")
+    monkeypatch.setenv("MMGW_MEDIA__IMAGE__MAX_PIXELS", "1000")
+    monkeypatch.setenv("MMGW_REFERENCE_DEVICE", "cpu")
+    monkeypatch.setenv("MMGW_LIMITS__MAX_MEDIA_BYTES", "1000")
+    err = refused(capsys, "serve")
+    warnings = [line for line in err.splitlines() if line.startswith("mmgw: warning: ")]
+    assert warnings == [
+        "mmgw: warning: MMGW_EMBEDED__DEVICE sets no setting and is ignored "
+        "(did you mean MMGW_EMBEDDED__DEVICE?)",
+        "mmgw: warning: MMGW_SERVER_PORT sets no setting and is ignored "
+        "(did you mean MMGW_SERVER__PORT?)",
+    ]
+
+
+def test_a_misspelled_nested_name_is_matched_to_the_real_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    without_mmgw_variables(monkeypatch)
+    monkeypatch.setenv("MMGW_OBSERVABILITY__LOG_FROMAT", "text")
+    assert unknown_variables(Settings, os.environ) == [
+        "MMGW_OBSERVABILITY__LOG_FROMAT sets no setting and is ignored "
+        "(did you mean MMGW_OBSERVABILITY__LOG_FORMAT?)"
+    ]
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["--version"])
+    assert stopped.value.code == 0
+    assert re.fullmatch(r"mmgw \d+\.\d+\S*\n", capsys.readouterr().out)
+
+
+def test_the_installed_command_exits_2_without_a_traceback(tmp_path: Path) -> None:
+    config = write(tmp_path, '[[models]]\nid = "m"\nfamily = "lava"\ntriton_model = "e"\n')
+    done = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("mmgw: configuration error: models[0].family:"), done.stderr
+    assert len(done.stderr.splitlines()) == 1, done.stderr

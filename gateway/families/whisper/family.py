@@ -191,7 +191,7 @@ class Whisper(Family):
         prompt_tokens = SOT_SEQUENCE_TOKENS
         if spec.contract == "direct" and speech.prompt:
             prompt_tokens = spec.options.max_prompt_tokens
-        windows = tuple(plan_windows(audio, spec.window_s(prompt_tokens)))
+        windows = tuple(plan_windows(audio, spec.window_s(prompt_tokens), speech.find_speech))
         if spec.contract == "direct" and speech.language is None:
             probe = self._language_probe(audio[windows[0].start : windows[0].end])
             return Plan(

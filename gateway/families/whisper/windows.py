@@ -4,11 +4,15 @@ Whisper hears 30 s at a time (less when its output budget is small: NVIDIA's BLS
 50 tokens). Cutting blindly at the limit splits words, and a split word is lost or garbled on
 both sides. So each cut is placed at the quietest moment (lowest short-time energy, smoothed
 over 200 ms) in the last stretch before the limit; with no quiet moment there, the cut still
-falls at the lowest-energy point found. Pure numpy, no model knowledge beyond the lengths.
+falls at the lowest-energy point found. When the caller asked for VAD chunking, a
+voice-activity detector is passed in and asked about each search range, and the cut goes at
+the quietest moment of the longest stretch it hears no speech in. Pure numpy, no model
+knowledge beyond the lengths.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,8 +56,37 @@ def _energy(samples: np.ndarray) -> np.ndarray:
     return np.convolve(energy, kernel, mode="same")
 
 
-def plan_windows(samples: np.ndarray, max_window_s: float) -> list[Window]:
-    """Consecutive windows covering ``samples`` exactly, none longer than ``max_window_s``."""
+def _longest_gap(speech: Sequence[tuple[int, int]], lo: int, hi: int) -> tuple[int, int] | None:
+    """The longest stretch of ``[lo, hi)`` outside every speech span; None when speech fills
+    it, or when the detector heard no speech there at all (it then has no opinion)."""
+    if not speech:
+        return None
+    best: tuple[int, int] | None = None
+    edge = lo
+    for start, end in sorted(speech):
+        if end <= edge:
+            continue
+        if start > edge and (best is None or min(start, hi) - edge > best[1] - best[0]):
+            best = (edge, min(start, hi))
+        edge = max(edge, end)
+        if edge >= hi:
+            break
+    if edge < hi and (best is None or hi - edge > best[1] - best[0]):
+        best = (edge, hi)
+    return best
+
+
+def plan_windows(
+    samples: np.ndarray,
+    max_window_s: float,
+    find_speech: Callable[[np.ndarray], Sequence[tuple[int, int]]] | None = None,
+) -> list[Window]:
+    """Consecutive windows covering ``samples`` exactly, none longer than ``max_window_s``.
+
+    ``find_speech``: a voice-activity detector, asked where it hears speech in each cut's
+    search range (spans within the stretch it is given); the cut then falls at the quietest
+    moment of the longest stretch without speech there (of the whole range where speech
+    fills it, or where it hears none). A clip of one window asks it nothing."""
     if max_window_s < MIN_WINDOW_S:
         raise ValueError(f"windows must be at least {MIN_WINDOW_S} s")
     total = int(samples.size)
@@ -66,6 +99,9 @@ def plan_windows(samples: np.ndarray, max_window_s: float) -> list[Window]:
     while total - start > limit:
         lo = start + int(limit * (1 - SEARCH_FRACTION))
         hi = start + limit
+        if find_speech is not None:  # search the detector's longest pause instead
+            speech = [(lo + a, lo + b) for a, b in find_speech(samples[lo:hi])]
+            lo, hi = _longest_gap(speech, lo, hi) or (lo, hi)
         frames = energy[lo // _FRAME : hi // _FRAME]
         cut = lo + int(np.argmin(frames)) * _FRAME + _FRAME // 2 if frames.size else hi
         windows.append(Window(len(windows), start, cut))

@@ -8,6 +8,9 @@ restart through ``on_restart`` (metrics). Whenever a server is gone, by a crash,
 or ``stop()``, its whole launch is cleaned up first (``cleanup.reap``): the stubs of a crashed
 Triton 2.51 can otherwise live on for ever, stuck, with their shared memory.
 
+Its output goes to a file (``output.py``), out of the gateway's: a failure is explained from
+it, and while the models load the launcher reports how many are ready.
+
 Loading on a small, busy machine: the Python backend kills a stub that has not started within
 ``stub-timeout-seconds`` (30 s by default, which 14 models loading at once on 2 loaded cores
 exceeded), so the launcher passes ``stub_timeout_s``, and loads at most
@@ -39,6 +42,8 @@ from gateway.triton.embedded.install import (
     free_loopback_port,
     server_environment,
 )
+from gateway.triton.embedded.output import explain, last_error, log_path, read_tail
+from gateway.triton.embedded.progress import LoadProgress
 
 log = logging.getLogger(__name__)
 
@@ -62,11 +67,13 @@ def backoff(first_s: float, failures: int) -> float:
 
 
 class DiedBeforeReady(UpstreamUnavailable):
-    """tritonserver exited while the launcher waited for it to be ready."""
+    """tritonserver exited while the launcher waited for it to be ready; ``why`` holds the
+    lines of its output that say why."""
 
-    def __init__(self, code: int) -> None:
+    def __init__(self, code: int, why: str = "") -> None:
         super().__init__(f"tritonserver exited with code {code} before it was ready")
         self.exit_code = code
+        self.why = why
 
 
 def die_with_parent() -> None:
@@ -169,14 +176,17 @@ class EmbeddedTriton:
             except DiedBeforeReady as exc:
                 if attempt == attempts:
                     raise UpstreamUnavailable(
-                        f"{exc.message}; gave up after {attempts} attempt(s)"
+                        f"{exc.message}; gave up after {attempts} attempt(s). "
+                        f"Its output says:\n{exc.why}"
                     ) from exc
                 pause = backoff(self.start_backoff_s, attempt)
+                reason = last_error(read_tail(self.log_file))
                 log.warning(
-                    "%s (attempt %d of %d); retrying in %.1f s",
+                    "%s (attempt %d of %d)%s; retrying in %.1f s",
                     exc.message,
                     attempt,
                     attempts,
+                    f": {reason}" if reason else "",
                     pause,
                 )
                 await asyncio.sleep(pause)
@@ -241,19 +251,24 @@ class EmbeddedTriton:
             )
         env = server_environment(install, os.environ, self.env, python)
         self._tag = new_tag()
-        log.info(
-            "starting tritonserver on grpc %s over %s (shm prefix %s)",
-            self.grpc_url,
+        output = self.log_file
+        log.log(
+            logging.DEBUG if self.restarts else logging.INFO,
+            "starting tritonserver over %s (its output: %s)",
             self.model_repository,
-            self._tag,
+            output,
         )
-        self._process = await asyncio.create_subprocess_exec(
-            *self.command(install, backend_dir),
-            env=env,
-            stdin=asyncio.subprocess.DEVNULL,
-            start_new_session=True,
-            preexec_fn=die_with_parent,
-        )
+        log.debug("tritonserver grpc %s, shm prefix %s", self.grpc_url, self._tag)
+        with output.open("wb") as sink:  # the child keeps its own copy of the descriptor
+            self._process = await asyncio.create_subprocess_exec(
+                *self.command(install, backend_dir),
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=sink,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=die_with_parent,
+            )
         try:
             await self._wait_ready()
         except BaseException as exc:
@@ -261,22 +276,37 @@ class EmbeddedTriton:
             await self._clean_up(f"failed to start ({exc.__class__.__name__})")
             raise
         self._ready.set()
-        log.info("tritonserver ready (pid %s)", self._process.pid)
+        log.debug("tritonserver ready (pid %s)", self._process.pid)
+
+    @property
+    def log_file(self) -> Path:
+        """Where the server's output goes (each launch starts it afresh)."""
+        assert self._workdir is not None
+        return log_path(self._workdir)
+
+    def explain_failure(self) -> str:
+        """The lines of the server's output that say why it failed."""
+        return explain(read_tail(self.log_file))
 
     async def _wait_ready(self) -> None:
         assert self._process is not None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.ready_timeout_s
+        progress = LoadProgress(self.log_file)
         async with httpx.AsyncClient(timeout=2.0, trust_env=False) as http:
             while loop.time() < deadline:
                 if self._process.returncode is not None:
-                    raise DiedBeforeReady(self._process.returncode)
+                    raise DiedBeforeReady(self._process.returncode, self.explain_failure())
                 with contextlib.suppress(httpx.HTTPError):
                     response = await http.get(f"{self.http_url}/v2/health/ready")
                     if response.status_code == 200:
                         return
+                progress.report()
                 await asyncio.sleep(0.25)
-        raise UpstreamUnavailable(f"tritonserver was not ready within {self.ready_timeout_s:.0f} s")
+        raise UpstreamUnavailable(
+            f"tritonserver was not ready within {self.ready_timeout_s:.0f} s "
+            f"({progress.summary()}). Its output says:\n{self.explain_failure()}"
+        )
 
     async def _watch(self) -> None:
         """Restart the server whenever it exits, after cleaning up what it left."""
@@ -289,10 +319,12 @@ class EmbeddedTriton:
             pid = self._process.pid
             await self._clean_up(f"exited with code {code}")
             log.error(
-                "tritonserver (pid %s) exited with code %s; restarting in %.1f s",
+                "tritonserver (pid %s) exited with code %s; restarting in %.1f s. "
+                "Its output says:\n%s",
                 pid,
                 code,
                 self.restart_backoff_s,
+                self.explain_failure(),
             )
             failures = 0
             while not self._stopping:

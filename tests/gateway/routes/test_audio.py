@@ -7,10 +7,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import math
+from typing import Any
 
 import httpx
 import numpy as np
 import pytest
+from openai import AsyncOpenAI
+from openai.types.audio import TranscriptionTextDoneEvent
 
 from gateway.config import REFERENCE_WHISPER
 from gateway.families.whisper.tokens import WhisperTokenizer, load_tokenizer
@@ -169,11 +172,15 @@ async def test_the_event_stream(http: httpx.AsyncClient, fake: FakeTriton) -> No
     assert {e["type"] for e in deltas} == {"transcript.text.delta"}
     assert "".join(e["delta"] for e in deltas) == SPOKEN.strip()
     assert len(deltas) > 1  # streamed as it was decoded, not in one piece
-    assert done == {
-        "type": "transcript.text.done",
-        "text": SPOKEN.strip(),
-        "usage": {"type": "duration", "seconds": math.ceil(SECONDS)},
-    }
+    usage = done.pop("usage")
+    assert done == {"type": "transcript.text.done", "text": SPOKEN.strip()}
+    # OpenAI's schema allows only token usage in this event (a "duration" one fails it).
+    assert TranscriptionTextDoneEvent.model_validate({**done, "usage": usage}).usage
+    audio = math.ceil(SECONDS * 50)
+    assert usage["type"] == "tokens" and usage["input_token_details"]["audio_tokens"] == audio
+    assert usage["input_token_details"]["text_tokens"] > 0 and usage["output_tokens"] > 0
+    assert usage["input_tokens"] == audio + usage["input_token_details"]["text_tokens"]
+    assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
     assert fake.requests[-1].scalar("streaming") is True
 
 
@@ -242,3 +249,28 @@ async def test_an_undecodable_upload_names_the_file_field(http: httpx.AsyncClien
     response = await http.post(URL, data=form(), files=upload(b"RIFF" + bytes(200)))
     assert response.status_code == 400
     assert response.json()["error"]["param"] == "file"
+
+
+@pytest.mark.parametrize(
+    "strategy",
+    [
+        "auto",
+        {"type": "server_vad"},
+        {"type": "server_vad", "threshold": 0.4, "silence_duration_ms": 300},
+        {"type": "server_vad", "prefix_padding_ms": 200},
+    ],
+)
+async def test_chunking_strategy_auto_or_server_vad_from_the_openai_sdk(
+    http: httpx.AsyncClient, strategy: Any
+) -> None:
+    client = AsyncOpenAI(base_url="http://gateway/v1", api_key="unused", http_client=http)
+    result = await client.audio.transcriptions.create(
+        model="fake-whisper", file=("speech.wav", WAV), chunking_strategy=strategy
+    )
+    assert result.text == SPOKEN.strip()
+
+
+async def test_chunking_strategy_as_json_text_in_one_form_field(http: httpx.AsyncClient) -> None:
+    strategy = '{"type": "server_vad", "threshold": 0.5}'
+    response = await http.post(URL, data=form(chunking_strategy=strategy), files=upload())
+    assert response.status_code == 200 and response.json()["text"] == SPOKEN.strip()

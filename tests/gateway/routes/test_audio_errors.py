@@ -85,6 +85,21 @@ async def test_unsupported_parameters(http: httpx.AsyncClient, fields: dict, par
         ({"response_format": "mp3"}, "response_format"),
         ({"temperature": "2"}, "temperature"),
         ({"timestamp_granularities[]": ["char"]}, "timestamp_granularities.0"),
+        ({"chunking_strategy": "manual"}, "chunking_strategy"),
+        ({"chunking_strategy": "{not json"}, "chunking_strategy"),
+        ({"chunking_strategy[type]": "client_vad"}, "chunking_strategy"),
+        (
+            {"chunking_strategy[type]": "server_vad", "chunking_strategy[threshold]": "2"},
+            "chunking_strategy",
+        ),
+        (
+            {"chunking_strategy[type]": "server_vad", "chunking_strategy[speed]": "1"},
+            "chunking_strategy",
+        ),
+        (
+            {"chunking_strategy": "auto", "chunking_strategy[type]": "server_vad"},
+            "chunking_strategy",
+        ),
     ],
 )
 async def test_invalid_fields_are_named(http: httpx.AsyncClient, fields: dict, param: str) -> None:

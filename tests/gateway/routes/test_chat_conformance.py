@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.fakes.app import assert_openai_error, chat, sse_payloads
+from tests.fakes.app import assert_openai_error, chat, data_url, png, sse_payloads
 from tests.fakes.triton import FakeTriton
 
 URL = "/v1/chat/completions"
@@ -157,3 +157,22 @@ async def test_n_choices_stream_interleaved_with_their_own_index(
 async def test_too_many_choices_is_a_400(http: httpx.AsyncClient) -> None:
     error = assert_openai_error(await http.post(URL, json=chat(n=17)), 400, "invalid_request")
     assert error["param"] == "n"
+
+
+@pytest.mark.parametrize("detail", ["auto", "low", "high", "original", None])
+async def test_every_image_detail_of_openais_types_is_accepted(
+    http: httpx.AsyncClient, fake: FakeTriton, detail: str | None
+) -> None:
+    # openai.types.chat.ChatCompletionContentPartImageParam: auto, low, high, original. The
+    # family's own preprocessing sizes the image whatever the detail.
+    part = {"type": "image_url", "image_url": {"url": data_url(png()), "detail": detail}}
+    response = await http.post(URL, json=chat([{"type": "text", "text": "What?"}, part]))
+    assert response.status_code == 200, response.text
+    assert fake.requests[-1].inputs["image_input"] is not None
+
+
+async def test_an_image_detail_outside_openais_types_is_named(http: httpx.AsyncClient) -> None:
+    part = {"type": "image_url", "image_url": {"url": data_url(png()), "detail": "ultra"}}
+    response = await http.post(URL, json=chat([part]))
+    error = assert_openai_error(response, 400, "invalid_request")
+    assert "detail" in (error["param"] or "")

@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
+from openai import AsyncOpenAI, BadRequestError
 
 from tests.fakes.app import assert_openai_error, data_url, http_client, png, start_gateway
 from tests.fakes.triton import FakeTriton
@@ -43,6 +44,10 @@ PDF = "data:application/pdf;base64,JVBERi0xLjQK"
         ({"n": 2}, "n"),
         ({"use_beam_search": True}, "use_beam_search"),
         ({"top_k": "many"}, "top_k"),
+        # OpenAI generates nothing for these; generating anyway would answer another request.
+        ({"prompt_cache_options": {"prewarm": True}}, "prompt_cache_options.prewarm"),
+        ({"generate": False}, "generate"),
+        ({"prompt_cache_options": {"mode": "sometimes"}}, "prompt_cache_options.mode"),
     ],
 )
 async def test_what_cannot_be_honoured_is_refused_by_name(
@@ -214,3 +219,24 @@ async def test_input_items_of_a_continuation_list_the_whole_conversation(
     assert_openai_error(await http.post(URL, json=follow), 400, "previous_response_not_found")
     listed = (await http.get(f"{URL}/{second['id']}/input_items")).json()
     assert len(listed["data"]) == 1  # what is still stored: its own input
+
+
+async def test_a_prewarm_from_the_openai_sdk_is_refused_and_generates_nothing(
+    http: httpx.AsyncClient, fake: FakeTriton
+) -> None:
+    client = AsyncOpenAI(base_url="http://gateway/v1", api_key="unused", http_client=http)
+    with pytest.raises(BadRequestError) as refused:
+        await client.responses.create(
+            model="fake-llava", input="Hello?", prompt_cache_options={"prewarm": True}
+        )
+    assert refused.value.param == "prompt_cache_options.prewarm"
+    assert refused.value.code == "unsupported_parameter"
+    assert not fake.requests
+    # The other cache options change nothing here, and are accepted.
+    answered = await client.responses.create(
+        model="fake-llava",
+        input="Hello?",
+        prompt_cache_options={"prewarm": False, "mode": "implicit", "ttl": "30m"},
+        store=False,
+    )
+    assert answered.status == "completed" and fake.requests

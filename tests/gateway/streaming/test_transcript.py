@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 from collections.abc import AsyncIterator
+
+from openai.types.audio import TranscriptionTextDoneEvent
 
 from gateway.errors import UpstreamFailed
 from gateway.families.calls import Outcome, TimedSegment, Transcript
@@ -73,15 +77,30 @@ async def _items(*items: object) -> AsyncIterator:
         yield item
 
 
-async def test_sse_deltas_then_done() -> None:
-    events = _items(" there.", Outcome("stop", UsageCounts(0, 3), TRANSCRIPT))
+async def test_sse_deltas_then_done_with_openais_token_usage() -> None:
+    transcript = dataclasses.replace(TRANSCRIPT, prompt_tokens=4, completion_tokens=9)
+    events = _items(" there.", Outcome("stop", UsageCounts(4, 9), transcript))
     frames = [frame async for frame in stream_events("Hello", events, TranscriptEvents())]
-    assert _events(frames) == [
+    *deltas, done = _events(frames)
+    assert deltas == [
         {"type": "transcript.text.delta", "delta": "Hello"},
         {"type": "transcript.text.delta", "delta": " there."},
-        {"type": "transcript.text.done", "text": TRANSCRIPT.text,
-         "usage": {"type": "duration", "seconds": 3726}},
-    ]  # fmt: skip
+    ]
+    audio = math.ceil(3725.25 * 50)  # Whisper's encoder: 50 positions a second
+    assert done == {
+        "type": "transcript.text.done",
+        "text": TRANSCRIPT.text,
+        "usage": {
+            "type": "tokens",
+            "input_tokens": audio + 4,
+            "input_token_details": {"audio_tokens": audio, "text_tokens": 4},
+            "output_tokens": 9,
+            "total_tokens": audio + 13,
+        },
+    }
+    # The only usage OpenAI's schema allows in this event ("duration" fails it).
+    parsed = TranscriptionTextDoneEvent.model_validate(done)
+    assert parsed.usage is not None and parsed.usage.total_tokens == audio + 13
 
 
 async def test_an_error_after_the_first_byte_is_an_error_event() -> None:

@@ -97,7 +97,13 @@ def test_launch_command_and_gateway_config(workspace: Workspace, run_tool: Runne
     settings = load_settings(workspace.root / "repo" / "gateway.toml")
     (model,) = settings.models
     assert (model.id, model.family, model.triton_model) == ("ov-7b", "llava_onevision", "ensemble")
-    assert (model.triton_url, model.max_images, model.kv_tokens_per_block) == ("triton:8001", 1, 64)
+    # Triton where the printed launch command serves it: this machine (compose: below).
+    assert (model.triton_url, model.max_images, model.kv_tokens_per_block) == (
+        "localhost:8001",
+        1,
+        64,
+    )
+    assert "triton_url = 'localhost:8001'" in out
     assert model.end_id == 151645
     assert model.tokenizer == workspace.hf  # names the top_logprobs alternatives
     assert settings.media.max_images_per_request == 1
@@ -150,6 +156,9 @@ def test_path_map_writes_server_paths_and_env_file(workspace: Workspace, run_too
     assert env["TRITON_LLM_MODEL_NAMES"] == "tensorrt_llm,multimodal_encoders"
     assert env["MODELS_DIR"] == "/srv"  # repository, engines and tokenizer share it
     assert env["GATEWAY_CONFIG"] == str(workspace.root / "repo" / "gateway.toml")
+    # The compose flow: the gateway container reaches Triton by its service name.
+    (model,) = load_settings(workspace.root / "repo" / "gateway.toml").models
+    assert model.triton_url == "triton:8001"
 
 
 def test_existing_output_needs_force(workspace: Workspace, run_tool: Runner) -> None:
@@ -169,3 +178,31 @@ def test_templates_found_in_a_tensorrt_llm_checkout(workspace: Workspace, run_to
     args[args.index("--templates") + 1] = str(workspace.root / "TensorRT-LLM")
     code, _, err = run_tool(*args)
     assert code == 0, err
+
+
+def test_a_second_model_does_not_silently_replace_the_first_ones_config(
+    workspace: Workspace, run_tool: Runner
+) -> None:
+    assert run_tool(*workspace.args("llava"), "--model-id", "first")[0] == 0
+    config = workspace.root / "repo" / "gateway.toml"
+    (first,) = load_settings(config).models
+    code, _, err = run_tool(*workspace.args("whisper"))  # same folder, so same gateway.toml
+    assert code == 2 and f"{config} exists" in err and "--gateway-config" in err
+    assert load_settings(config).models == [first]
+    assert not (workspace.root / "repo" / "whisper").exists()  # refused before writing
+    other = workspace.root / "repo" / "whisper.toml"
+    code, _, err = run_tool(*workspace.args("whisper"), "--gateway-config", str(other))
+    assert code == 0, err
+    assert load_settings(config).models == [first]
+    assert load_settings(other).models[0].family == "whisper"
+
+
+def test_an_existing_env_file_needs_force(workspace: Workspace, run_tool: Runner) -> None:
+    env_file = workspace.root / ".env"
+    env_file.write_text("MODELS_DIR=/models/other\n")
+    code, _, err = run_tool(*workspace.args("llava"), "--env-file", str(env_file))
+    assert code == 2 and f"{env_file} exists" in err
+    assert env_file.read_text() == "MODELS_DIR=/models/other\n"
+    code, _, err = run_tool(*workspace.args("llava"), "--env-file", str(env_file), "--force")
+    assert code == 0, err
+    assert "TRITON_MODEL_REPO=" in env_file.read_text()

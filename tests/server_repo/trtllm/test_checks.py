@@ -175,4 +175,7 @@ def test_no_templates_found(workspace: Workspace, run_tool: Runner) -> None:
     args = workspace.args("llava")
     args[args.index("--templates") + 1] = str(workspace.root / "nowhere")
     code, _, err = run_tool(*args)
-    assert code == 2 and "no tensorrtllm_backend templates" in err
+    assert code == 2 and "no Triton TensorRT-LLM templates" in err
+    # Both places NVIDIA keeps them: current TensorRT-LLM and the old backend repository.
+    assert "a TensorRT-LLM checkout, in triton_backend/all_models/" in err
+    assert "a tensorrtllm_backend checkout, in all_models/" in err

@@ -37,3 +37,41 @@ def test_cuts_fall_in_the_quietest_stretch() -> None:
 def test_a_tiny_limit_is_refused() -> None:
     with pytest.raises(ValueError, match="at least"):
         plan_windows(np.zeros(10), 0.5)
+
+
+def test_with_a_detector_the_cut_goes_in_its_longest_pause() -> None:
+    loud = np.sin(np.arange(SAMPLE_RATE * 40) * 0.3).astype(np.float32)
+    loud[SAMPLE_RATE * 25 : SAMPLE_RATE * 26] = 0.0  # the quietest moment by energy...
+    # ...but the detector heard speech there, and a pause between 22 and 24 s
+    speech = [(0, SAMPLE_RATE * 22), (SAMPLE_RATE * 24, SAMPLE_RATE * 40)]
+    asked: list[int] = []
+
+    def find_speech(stretch: np.ndarray) -> list[tuple[int, int]]:
+        asked.append(stretch.size)  # the search range only: [21 s, 30 s)
+        return [(max(0, a - 21 * SAMPLE_RATE), b - 21 * SAMPLE_RATE) for a, b in speech]
+
+    windows = plan_windows(loud, 30.0, find_speech)
+    assert 22.0 <= windows[0].end_s <= 24.0
+    assert asked == [9 * SAMPLE_RATE]
+    assert windows[-1].end == loud.size and all(w.duration_s <= 30 for w in windows)
+
+
+def test_speech_filling_the_search_range_falls_back_to_the_quietest_moment() -> None:
+    loud = np.sin(np.arange(SAMPLE_RATE * 40) * 0.3).astype(np.float32)
+    loud[SAMPLE_RATE * 25 : SAMPLE_RATE * 26] = 0.0
+    windows = plan_windows(loud, 30.0, lambda stretch: [(0, stretch.size)])
+    assert 25.0 <= windows[0].end_s <= 26.0
+
+
+def test_a_detector_that_hears_no_speech_leaves_the_quietest_moment() -> None:
+    loud = np.sin(np.arange(SAMPLE_RATE * 40) * 0.3).astype(np.float32)
+    loud[SAMPLE_RATE * 25 : SAMPLE_RATE * 26] = 0.0
+    windows = plan_windows(loud, 30.0, lambda stretch: [])
+    assert 25.0 <= windows[0].end_s <= 26.0
+
+
+def test_one_window_asks_the_detector_nothing() -> None:
+    def find_speech(stretch: np.ndarray) -> list[tuple[int, int]]:
+        raise AssertionError("a clip of one window needs no cut")
+
+    assert len(plan_windows(np.ones(SAMPLE_RATE * 20, np.float32), 30.0, find_speech)) == 1

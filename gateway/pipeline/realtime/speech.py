@@ -1,0 +1,72 @@
+"""A session's speech model: chosen and checked when configured, asked once per utterance.
+
+An utterance is transcribed exactly as an uploaded file is, from its decoded samples on
+(``pipeline/transcribe.prepare_samples`` -> ``relay``), so Whisper's windows, language guess,
+prompt and streaming all apply; only the decoding differs (the session's PCM stream).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import numpy as np
+
+from gateway.errors import InvalidRequest
+from gateway.families.base import SpeechOptions
+from gateway.families.calls import Outcome, Sampling
+from gateway.pipeline.realtime.config import SessionConfig
+from gateway.pipeline.relay import relay
+from gateway.pipeline.transcribe import TranscriptionJob, check_transcription, prepare_samples
+from gateway.runtime import Runtime, ServedRuntime
+
+
+def default_model(runtime: Runtime) -> str | None:
+    """The first served model that takes audio: a session that names none uses it."""
+    for model_id, served in runtime.models.items():
+        if served.family.accepts_audio:
+            return model_id
+    return None
+
+
+def _job(config: SessionConfig) -> TranscriptionJob:
+    return TranscriptionJob(
+        SpeechOptions("transcribe", config.language, config.prompt), Sampling(temperature=0.0)
+    )
+
+
+def _served(runtime: Runtime, config: SessionConfig) -> ServedRuntime:
+    if config.model is None:
+        raise InvalidRequest(
+            "no speech model is served: set session.audio.input.transcription.model",
+            param="session.audio.input.transcription.model",
+        )
+    return runtime.model(config.model)  # ModelNotFound: 404 model_not_found
+
+
+async def check(runtime: Runtime, config: SessionConfig) -> TranscriptionJob:
+    """The model exists and transcribes, and takes the language and prompt: else a 4xx."""
+    served = _served(runtime, config)
+    try:
+        return await check_transcription(served, _job(config))
+    except InvalidRequest as exc:
+        if exc.param in ("language", "prompt", "temperature"):
+            exc.param = f"session.audio.input.transcription.{exc.param}"
+        raise
+
+
+async def transcribe(
+    runtime: Runtime, config: SessionConfig, samples: np.ndarray, request_id: str
+) -> AsyncIterator[str | Outcome]:
+    """The utterance's text as Triton writes it (int16 ``samples`` at 16 kHz), then the
+    ``Outcome``. Closing the iterator cancels the Triton requests."""
+    served = _served(runtime, config)
+    job = await check(runtime, config)
+    audio = samples.astype(np.float32) / 32768.0
+    prepared = await prepare_samples(served, job, audio, runtime, stream=True)
+    pieces = relay(prepared, request_id)
+    try:
+        async for piece in pieces:
+            if isinstance(piece, str | Outcome):
+                yield piece
+    finally:
+        await pieces.aclose()  # type: ignore[attr-defined]
