@@ -22,7 +22,7 @@ from gateway.media.fetch import MediaFetcher
 from gateway.media.identity import ExtraIdRegistry
 from gateway.media.offload import Offloader, OffloadLimits
 from gateway.observability.metrics import GatewayMetrics
-from gateway.store import ResponseStore, Retention
+from gateway.store import PostgresStore, ResponseStore, Retention, SqliteStore
 from gateway.triton.backend import TritonBackend
 from gateway.triton.client import TritonClient
 from gateway.triton.contract import ModelContract
@@ -158,9 +158,16 @@ class Runtime:
 
 
 def response_store(settings: Settings) -> ResponseStore:
-    """The stored responses' SQLite store, as ``[responses]`` configures it (opened lazily)."""
+    """The stored responses' store, as ``[responses]`` configures it: PostgreSQL when a
+    ``store_url`` is set, else the SQLite file (either opened lazily)."""
     config = settings.responses
-    return ResponseStore(config.path, Retention(config.max_responses, config.max_age_days * 86400))
+    retention = Retention(
+        config.max_responses, config.max_age_days * 86400, config.max_total_bytes,
+        config.max_bytes_per_key,
+    )  # fmt: skip
+    if config.store_url is not None:
+        return PostgresStore(config.store_url, retention, config.timeout_s, config.max_connections)
+    return SqliteStore(config.path, retention, config.timeout_s)
 
 
 def embedded_environment(settings: Settings) -> dict[str, str]:

@@ -234,8 +234,9 @@ async def draft_response(
         param = _PARAMS.get(field, field)
         raise InvalidRequest(f"{param}: {error['msg']}", param=param) from None
     job = ResponseJob(request, scope, items, chat, messages.origins, builder)
-    if request.store:
-        check_stored_size(job, runtime.settings.responses.max_stored_bytes)
+    if request.store:  # a response that could not be stored is refused before any work
+        size = check_stored_size(job, runtime.settings.responses.max_stored_bytes)
+        await runtime.store.check_room(scope, size)
     return job
 
 
@@ -249,7 +250,8 @@ def conversation(chain: list[StoredResponse]) -> list[dict[str, Any]]:
     return items
 
 
-def check_stored_size(job: ResponseJob, limit: int) -> None:
+def check_stored_size(job: ResponseJob, limit: int) -> int:
+    """The input's size as stored, refused over ``limit``."""
     size = len(json.dumps(job.input_items, separators=(",", ":")))
     if size > limit:
         raise InvalidRequest(
@@ -257,6 +259,7 @@ def check_stored_size(job: ResponseJob, limit: int) -> None:
             "(send store: false, or raise [responses] max_stored_bytes)",
             param="store", code="request_too_large",
         )  # fmt: skip
+    return size
 
 
 async def prepare_response(job: ResponseJob, runtime: Runtime) -> list[Prepared]:
