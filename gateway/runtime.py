@@ -77,6 +77,13 @@ class ServedRuntime:
             return None
 
     @property
+    def max_seq_len(self) -> int | None:
+        """The engine's prompt + output limit: configured, else its Triton config's."""
+        if self.config.max_seq_len:
+            return self.config.max_seq_len
+        return self.contract.int_parameter("max_seq_len") if self.contract else None
+
+    @property
     def tokens_per_block(self) -> int | None:
         if self.config.kv_tokens_per_block:
             return self.config.kv_tokens_per_block

@@ -280,3 +280,17 @@ async def test_audio_goes_to_a_speech_model(
         assert reply.status_code == 200, reply.text
         final = events(reply.text)[-1]["response"] if stream else reply.json()
         assert final["output"][0]["content"][0]["text"] == fake.script.transcript.strip()
+
+
+async def test_a_long_answer_with_no_limit_is_completed_not_cut(
+    http: httpx.AsyncClient, fake: FakeTriton
+) -> None:
+    """No gateway default cuts it (it was 256 tokens, reported 'incomplete'); only the client's
+    own max_output_tokens makes it incomplete."""
+    fake.script.tokens = tuple(f" w{i}" for i in range(300))
+    reply = (await http.post(URL, json=ask())).json()
+    assert reply["status"] == "completed" and reply["incomplete_details"] is None
+    assert reply["usage"]["output_tokens"] == 300
+    cut = (await http.post(URL, json=ask(max_output_tokens=10))).json()
+    assert cut["status"] == "incomplete"
+    assert cut["incomplete_details"] == {"reason": "max_output_tokens"}
