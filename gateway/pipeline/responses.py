@@ -108,6 +108,12 @@ def refuse_unsupported(request: ResponsesRequest) -> None:
             )  # fmt: skip
 
 
+def for_counting(request: ResponsesRequest) -> ResponsesRequest:
+    """``POST /v1/responses/input_tokens``'s body as the create it counts: not stored, not
+    streamed, one output token (only the prefill's count is wanted)."""
+    return request.model_copy(update={"store": False, "stream": False, "max_output_tokens": 1})
+
+
 def chat_extras(request: ResponsesRequest) -> dict[str, Any]:
     """The chat generation fields this request carries, for chat to honour or refuse."""
     return {k: v for k, v in (request.model_extra or {}).items() if k in CHAT_EXTRAS}

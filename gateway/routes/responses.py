@@ -1,5 +1,6 @@
-"""OpenAI's Responses API: ``POST /v1/responses`` (on the chat skeleton), and the stored
-responses: ``GET`` and ``DELETE /v1/responses/{id}``, ``GET /v1/responses/{id}/input_items``.
+"""OpenAI's Responses API: ``POST /v1/responses`` (on the chat skeleton), the stored
+responses: ``GET`` and ``DELETE /v1/responses/{id}``, ``GET /v1/responses/{id}/input_items``,
+and ``POST /v1/responses/input_tokens`` (what a request's prompt would count).
 
 Stored responses belong to the API key that created them (``auth.key_id``); another key's
 response is answered 404, as a missing one is.
@@ -14,12 +15,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from gateway.auth import key_id
-from gateway.errors import InvalidRequest, NotFound
+from gateway.errors import InvalidRequest, NotFound, UpstreamFailed
 from gateway.observability.record import record_of
 from gateway.pipeline.responses import (
     conversation,
     draft_response,
     echo,
+    for_counting,
     prepare_response,
     stored,
 )
@@ -58,6 +60,38 @@ async def create_response(request: Request) -> Response:
         return JSONResponse(builder.final)
 
     return await answer(request, begin, ResponseEvents(builder) if body.stream else None, json_body)
+
+
+@router.post("/v1/responses/input_tokens", response_model=None, openapi_extra=openapi.INPUT_TOKENS)
+async def count_input_tokens(request: Request) -> Response:
+    """The prompt tokens the same ``POST /v1/responses`` would have, counted by the engine
+    itself: the request is prepared exactly as a create (instructions, a continued
+    conversation from the shared store, tools, images) and prefilled with one output token,
+    and the deployment's own ``num_input_tokens`` is answered. Exact for every family and
+    tokenizer, including image tokens, at the cost of one prefill (which warms the KV cache
+    for the request that follows); nothing is stored."""
+    runtime: Runtime = request.app.state.runtime
+    record = record_of(request.state)
+    body = for_counting(
+        await parse_body(request, ResponsesRequest, runtime.settings.server.max_body_bytes)
+    )
+    record.set_model(body.model, body.model in runtime.models)
+    builder = ResponseBuilder(new_response_id(), int(time.time()), echo(body))
+
+    async def begin() -> Events:
+        job = await draft_response(body, runtime, key_id(request.state), builder)
+        prepared = await prepare_response(job, runtime)
+        return relays(prepared, request.state.request_id, record)
+
+    def json_body(whole: Answer) -> Response:
+        counted = whole.total.usage.prompt_tokens
+        if counted < 1:
+            raise UpstreamFailed(
+                "this deployment does not report its prompt token count (num_input_tokens)"
+            )
+        return JSONResponse({"object": "response.input_tokens", "input_tokens": counted})
+
+    return await answer(request, begin, None, json_body)
 
 
 async def _stored(request: Request, response_id: str) -> StoredResponse:

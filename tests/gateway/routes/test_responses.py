@@ -294,3 +294,28 @@ async def test_a_long_answer_with_no_limit_is_completed_not_cut(
     cut = (await http.post(URL, json=ask(max_output_tokens=10))).json()
     assert cut["status"] == "incomplete"
     assert cut["incomplete_details"] == {"reason": "max_output_tokens"}
+
+
+async def test_input_tokens_are_the_engines_own_count_of_the_same_request(
+    http: httpx.AsyncClient, fake: FakeTriton
+) -> None:
+    """POST /v1/responses/input_tokens prepares the request as a create would (the continued
+    conversation included) and answers the deployment's num_input_tokens; nothing is stored."""
+    first = (await http.post(URL, json=ask("first question"))).json()
+    fake.requests.clear()
+    body = {"model": "fake-llava", "input": "and then?", "previous_response_id": first["id"],
+            "instructions": "Be brief."}  # fmt: skip
+    counted = await http.post(f"{URL}/input_tokens", json=body)
+    assert counted.status_code == 200, counted.text
+    (sent,) = fake.requests
+    assert counted.json() == {
+        "object": "response.input_tokens",
+        "input_tokens": len(sent.scalar("text_input").encode()),  # the fake counts bytes
+    }
+    assert sent.scalar("max_tokens") == 1  # a prefill, not an answer
+    prompt = sent.scalar("text_input")
+    assert "Be brief." in prompt and "first question" in prompt and "and then?" in prompt
+    created = (await http.post(URL, json=body)).json()
+    assert created["usage"]["input_tokens"] == counted.json()["input_tokens"]
+    missing = await http.post(f"{URL}/input_tokens", json={**body, "previous_response_id": "r"})
+    assert missing.status_code == 400
