@@ -69,6 +69,17 @@ class StoredResponse:
         )
 
 
+@dataclass(frozen=True)
+class StoredConversation:
+    """One conversation (the Conversations API): its metadata; its items are rows of their
+    own, in the order they were added."""
+
+    id: str
+    scope: str
+    created_at: float
+    metadata: dict[str, str]
+
+
 def decoded(row: tuple[Any, ...]) -> StoredResponse:
     """A row of (id, scope, created_at, previous_id, response JSON, input items JSON)."""
     return StoredResponse(row[0], row[1], row[2], row[3], json.loads(row[4]), json.loads(row[5]))
@@ -100,6 +111,37 @@ class ResponseStore(Protocol):
 
     async def delete(self, response_id: str, scope: str) -> bool:
         """True when the response existed in ``scope`` and is now gone. Works on a full disk."""
+
+    async def create_conversation(
+        self, conversation: StoredConversation, items: list[dict[str, Any]]
+    ) -> None:
+        """A new conversation with its first items (counted against the byte caps)."""
+
+    async def get_conversation(self, conversation_id: str, scope: str) -> StoredConversation | None:
+        """The conversation, if it exists in ``scope``."""
+
+    async def set_metadata(
+        self, conversation_id: str, scope: str, metadata: dict[str, str]
+    ) -> StoredConversation | None:
+        """The conversation with its metadata replaced; None when it does not exist."""
+
+    async def delete_conversation(self, conversation_id: str, scope: str) -> bool:
+        """True when the conversation existed in ``scope`` and is now gone, items and all."""
+
+    async def add_items(
+        self, conversation_id: str, scope: str, items: list[dict[str, Any]]
+    ) -> bool:
+        """Append ``items`` (each with its ``id``) in order, refused past the byte caps; False
+        when the conversation does not exist. Concurrent appends never interleave."""
+
+    async def conversation_items(
+        self, conversation_id: str, scope: str
+    ) -> list[dict[str, Any]] | None:
+        """Every item, oldest first; None when the conversation does not exist."""
+
+    async def delete_item(self, conversation_id: str, scope: str, item_id: str) -> bool | None:
+        """True when the item was deleted, False when the conversation has no such item, None
+        when the conversation does not exist."""
 
     async def close(self) -> None:
         """Release connections and threads; the store is not used after."""

@@ -24,12 +24,13 @@ from typing import Any, TypeVar
 import asyncpg
 
 from gateway.errors import GatewayError, StoreError, StoreFull, StoreUnavailable
-from gateway.store.base import MAX_CHAIN, Retention, StoredResponse, decoded
+from gateway.store import postgres_conversations as conversations
+from gateway.store.base import MAX_CHAIN, Retention, StoredConversation, StoredResponse, decoded
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: conversations
 LOCK_SPACE = 0x6D6D6777  # "mmgw": the first key of every advisory lock the store takes
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS mmgw_responses (
@@ -148,9 +149,7 @@ class PostgresStore:
 
         async def write(db: asyncpg.Connection) -> None:
             async with db.transaction():
-                await db.execute(
-                    "SELECT pg_advisory_xact_lock($1, hashtext($2))", LOCK_SPACE, stored.scope
-                )
+                await _lock_scope(db, stored.scope)
                 await db.execute(
                     "DELETE FROM mmgw_responses WHERE created_at < $1",
                     time.time() - retention.max_age_s,
@@ -202,6 +201,72 @@ class PostgresStore:
 
         return await self._run(remove)
 
+    async def create_conversation(
+        self, conversation: StoredConversation, items: list[dict[str, Any]]
+    ) -> None:
+        size = sum(map(len, conversations.encoded(items)))
+        retention = self.retention
+
+        async def create(db: asyncpg.Connection) -> None:
+            async with db.transaction():
+                await _lock_scope(db, conversation.scope)
+                retention.check_room(*await _usage(db, conversation.scope), size)
+                await conversations.insert(db, conversation)
+                await conversations.append(db, conversation.id, conversation.scope, items)
+
+        await self._run(create)
+
+    async def get_conversation(self, conversation_id: str, scope: str) -> StoredConversation | None:
+        return await self._run(lambda db: conversations.read(db, conversation_id, scope))
+
+    async def set_metadata(
+        self, conversation_id: str, scope: str, metadata: dict[str, str]
+    ) -> StoredConversation | None:
+        async def update(db: asyncpg.Connection) -> StoredConversation | None:
+            return await conversations.set_metadata(db, conversation_id, scope, metadata)
+
+        return await self._run(update)
+
+    async def delete_conversation(self, conversation_id: str, scope: str) -> bool:
+        return await self._run(lambda db: conversations.delete(db, conversation_id, scope))
+
+    async def add_items(
+        self, conversation_id: str, scope: str, items: list[dict[str, Any]]
+    ) -> bool:
+        size = sum(map(len, conversations.encoded(items)))
+        retention = self.retention
+
+        async def add(db: asyncpg.Connection) -> bool:
+            async with db.transaction():
+                await _lock_scope(db, scope)
+                if await conversations.read(db, conversation_id, scope, lock=True) is None:
+                    return False
+                retention.check_room(*await _usage(db, scope), size)
+                await conversations.append(db, conversation_id, scope, items)
+            return True
+
+        return await self._run(add)
+
+    async def conversation_items(
+        self, conversation_id: str, scope: str
+    ) -> list[dict[str, Any]] | None:
+        async def read(db: asyncpg.Connection) -> list[dict[str, Any]] | None:
+            async with db.transaction(isolation="repeatable_read", readonly=True):  # one snapshot
+                if await conversations.read(db, conversation_id, scope) is None:
+                    return None
+                return await conversations.items(db, conversation_id)
+
+        return await self._run(read)
+
+    async def delete_item(self, conversation_id: str, scope: str, item_id: str) -> bool | None:
+        async def remove(db: asyncpg.Connection) -> bool | None:
+            async with db.transaction():
+                if await conversations.read(db, conversation_id, scope, lock=True) is None:
+                    return None
+                return await conversations.delete_item(db, conversation_id, item_id)
+
+        return await self._run(remove)
+
     async def close(self) -> None:
         if self._pool is not None:
             try:
@@ -212,13 +277,19 @@ class PostgresStore:
 
 
 async def _usage(db: asyncpg.Connection, scope: str) -> tuple[int, int]:
-    """Bytes stored in all, and in ``scope``."""
+    """Bytes stored in all, and in ``scope``: responses and conversation items."""
     row: Any = await db.fetchrow(
         "SELECT coalesce(sum(bytes), 0), coalesce(sum(bytes) FILTER (WHERE scope = $1), 0) "
-        "FROM mmgw_responses",
+        "FROM (SELECT scope, bytes FROM mmgw_responses "
+        "UNION ALL SELECT scope, bytes FROM mmgw_conversation_items) AS stored",
         scope,
     )
     return int(row[0]), int(row[1])
+
+
+async def _lock_scope(db: asyncpg.Connection, scope: str) -> None:
+    """One writer per API key at a time (its quota holds); released with the transaction."""
+    await db.execute("SELECT pg_advisory_xact_lock($1, hashtext($2))", LOCK_SPACE, scope)
 
 
 async def _migrate(db: asyncpg.Connection) -> None:
@@ -238,7 +309,7 @@ async def _migrate(db: asyncpg.Connection) -> None:
                 f"the response store's schema is version {version}, newer than this gateway's "
                 f"{SCHEMA_VERSION}: upgrade the gateway"
             )
-        await db.execute(_SCHEMA)
+        await db.execute(_SCHEMA + conversations.SCHEMA)  # every statement IF NOT EXISTS
         await db.execute(
             "INSERT INTO mmgw_schema VALUES ('responses', $1) "
             "ON CONFLICT (component) DO UPDATE SET version = $1",

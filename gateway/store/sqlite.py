@@ -35,15 +35,16 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from gateway.errors import GatewayError, StoreError, StoreFull, StoreUnavailable
-from gateway.store.base import MAX_CHAIN, Retention, StoredResponse, decoded
+from gateway.store import sqlite_conversations as conversations
+from gateway.store.base import MAX_CHAIN, Retention, StoredConversation, StoredResponse, decoded
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 2: byte counts; 3: conversations
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
     id TEXT PRIMARY KEY,
@@ -178,7 +179,7 @@ class SqliteStore:
             if version == 1:
                 for statement in _MIGRATE_1:
                     db.execute(statement)
-            for statement in _SCHEMA.split(";"):
+            for statement in (_SCHEMA + conversations.SCHEMA).split(";"):
                 if statement.strip():
                     db.execute(statement)
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -273,6 +274,74 @@ class SqliteStore:
 
         return await self._run(remove_even_when_full)
 
+    async def create_conversation(
+        self, conversation: StoredConversation, items: list[dict[str, Any]]
+    ) -> None:
+        size = sum(map(len, conversations.encoded(items)))
+        retention = self.retention
+
+        def create(db: sqlite3.Connection) -> None:
+            with _writing(db):
+                retention.check_room(*_usage(db, conversation.scope), size)
+                conversations.insert(db, conversation)
+                conversations.append(db, conversation.id, conversation.scope, items)
+
+        await self._run(create)
+
+    async def get_conversation(self, conversation_id: str, scope: str) -> StoredConversation | None:
+        return await self._run(lambda db: conversations.read(db, conversation_id, scope))
+
+    async def set_metadata(
+        self, conversation_id: str, scope: str, metadata: dict[str, str]
+    ) -> StoredConversation | None:
+        def update(db: sqlite3.Connection) -> StoredConversation | None:
+            with _writing(db):
+                return conversations.set_metadata(db, conversation_id, scope, metadata)
+
+        return await self._run(update)
+
+    async def delete_conversation(self, conversation_id: str, scope: str) -> bool:
+        def remove(db: sqlite3.Connection) -> bool:
+            with _writing(db):
+                return conversations.delete(db, conversation_id, scope)
+
+        return await self._run(remove)
+
+    async def add_items(
+        self, conversation_id: str, scope: str, items: list[dict[str, Any]]
+    ) -> bool:
+        size = sum(map(len, conversations.encoded(items)))
+        retention = self.retention
+
+        def add(db: sqlite3.Connection) -> bool:
+            with _writing(db):
+                if conversations.read(db, conversation_id, scope) is None:
+                    return False
+                retention.check_room(*_usage(db, scope), size)
+                conversations.append(db, conversation_id, scope, items)
+            return True
+
+        return await self._run(add)
+
+    async def conversation_items(
+        self, conversation_id: str, scope: str
+    ) -> list[dict[str, Any]] | None:
+        def read(db: sqlite3.Connection) -> list[dict[str, Any]] | None:
+            if conversations.read(db, conversation_id, scope) is None:
+                return None
+            return conversations.items(db, conversation_id)
+
+        return await self._run(read)
+
+    async def delete_item(self, conversation_id: str, scope: str, item_id: str) -> bool | None:
+        def remove(db: sqlite3.Connection) -> bool | None:
+            with _writing(db):
+                if conversations.read(db, conversation_id, scope) is None:
+                    return None
+                return conversations.delete_item(db, conversation_id, item_id)
+
+        return await self._run(remove)
+
     async def close(self) -> None:
         if self._closed:
             return
@@ -283,12 +352,15 @@ class SqliteStore:
 
 
 def _usage(db: sqlite3.Connection, scope: str) -> tuple[int, int]:
-    """Bytes stored in all, and in ``scope``."""
-    (total,) = db.execute("SELECT coalesce(sum(bytes), 0) FROM responses").fetchone()
-    (mine,) = db.execute(
-        "SELECT coalesce(sum(bytes), 0) FROM responses WHERE scope = ?", (scope,)
-    ).fetchone()
-    return int(total), int(mine)
+    """Bytes stored in all, and in ``scope``: responses and conversation items."""
+    total = mine = 0
+    for table in ("responses", "conversation_items"):
+        (all_of_it,) = db.execute(f"SELECT coalesce(sum(bytes), 0) FROM {table}").fetchone()
+        (of_scope,) = db.execute(
+            f"SELECT coalesce(sum(bytes), 0) FROM {table} WHERE scope = ?", (scope,)
+        ).fetchone()
+        total, mine = total + int(all_of_it), mine + int(of_scope)
+    return total, mine
 
 
 def _give_back_space(db: sqlite3.Connection) -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from gateway.errors import StoreUnavailable
 from gateway.store import PostgresStore, Retention
+from gateway.store.postgres import SCHEMA_VERSION
 from gateway.triton.embedded import free_loopback_port
 from tests.gateway.store.engines import DAY, record
 from tests.postgres import PostgresServer
@@ -25,7 +26,7 @@ async def test_gateways_starting_at_once_make_the_schema_once(postgres_url: str)
         await store.close()
     connection = await asyncpg.connect(postgres_url)
     try:
-        assert await connection.fetchval("SELECT version FROM mmgw_schema") == 1
+        assert await connection.fetchval("SELECT version FROM mmgw_schema") == SCHEMA_VERSION
         assert await connection.fetchval("SELECT count(*) FROM mmgw_responses") == 6
     finally:
         await connection.close()
