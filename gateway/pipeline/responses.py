@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from gateway.errors import GatewayError, InvalidRequest
+from gateway.errors import GatewayError, InvalidRequest, NotFound
 from gateway.families.calls import Outcome
 from gateway.pipeline.chat import prepare_chat
 from gateway.pipeline.generation import VLLM_EXTENSIONS
@@ -71,6 +71,7 @@ class ResponseJob:
     chat: ChatCompletionRequest
     origins: list[str]  # for each chat message, the Responses field it came from
     builder: ResponseBuilder
+    conversation_id: str | None = None  # its input and output are appended there
 
 
 def refuse_unsupported(request: ResponsesRequest) -> None:
@@ -78,8 +79,9 @@ def refuse_unsupported(request: ResponsesRequest) -> None:
     reasoning = request.reasoning
     refusals = {
         "background": ("background responses are not supported", bool(request.background)),
-        "conversation": ("conversation objects are not supported; use previous_response_id",
-                         request.conversation is not None),
+        "conversation": ("conversation and previous_response_id cannot be used together",
+                         request.conversation is not None
+                         and request.previous_response_id is not None),
         "truncation": ("truncation 'auto' is not supported: a conversation longer than the "
                        "model's context is refused", request.truncation == "auto"),
         "reasoning": ("reasoning effort is not supported", reasoning is not None and (
@@ -92,13 +94,14 @@ def refuse_unsupported(request: ResponsesRequest) -> None:
     for param, (message, refused) in refusals.items():
         if refused:
             raise InvalidRequest(message, param=param, code="unsupported_parameter")
+    conversation_id(request)
     for index, value in enumerate(request.include or ()):
         if value not in INCLUDABLE:
             raise InvalidRequest(
                 f"include value {value!r} is not supported", param=f"include[{index}]",
                 code="unsupported_parameter",
             )  # fmt: skip
-    if request.input is None and request.previous_response_id is None:
+    if request.input is None and request.previous_response_id is None and not request.conversation:
         raise InvalidRequest("input is required", param="input")
     for name, hint in MISSPELT.items():
         if name in (request.model_extra or {}):
@@ -106,6 +109,18 @@ def refuse_unsupported(request: ResponsesRequest) -> None:
                 f"'{name}' is not a Responses API field: {hint}", param=name,
                 code="unsupported_parameter",
             )  # fmt: skip
+
+
+def conversation_id(request: ResponsesRequest) -> str | None:
+    """The ``conversation`` the request continues: an id, or ``{"id": ...}``."""
+    given = request.conversation
+    if isinstance(given, dict):
+        given = given.get("id")
+        if not isinstance(given, str):
+            raise InvalidRequest('conversation must be an id or {"id": ...}', param="conversation")
+    if given is not None and not 1 <= len(given) <= 256:
+        raise InvalidRequest("conversation must be a conversation id", param="conversation")
+    return given
 
 
 def for_counting(request: ResponsesRequest) -> ResponsesRequest:
@@ -191,6 +206,7 @@ def echo(request: ResponsesRequest) -> dict[str, Any]:
         "metadata": request.metadata or {},
         "parallel_tool_calls": request.parallel_tool_calls is not False,
         "previous_response_id": request.previous_response_id,
+        "conversation": {"id": conversation_id(request)} if request.conversation else None,
         "reasoning": {"effort": None, "summary": None},
         "service_tier": "default",
         "store": request.store,
@@ -224,6 +240,12 @@ async def draft_response(
                 param="previous_response_id", code="previous_response_not_found",
             )  # fmt: skip
         to_chat(conversation(chain), messages, "previous_response_id")
+    continued = conversation_id(request)
+    if continued is not None:
+        earlier = await runtime.store.conversation_items(continued, scope)
+        if earlier is None:
+            raise NotFound(f"No conversation with id '{continued}' was found", param="conversation")
+        to_chat(earlier, messages, "conversation")
     to_chat(items, messages, None)
     fields = {
         "model": request.model, "messages": messages.messages, "stream": request.stream,
@@ -239,8 +261,8 @@ async def draft_response(
         field = str(error["loc"][0]) if error["loc"] else "messages"
         param = _PARAMS.get(field, field)
         raise InvalidRequest(f"{param}: {error['msg']}", param=param) from None
-    job = ResponseJob(request, scope, items, chat, messages.origins, builder)
-    if request.store:  # a response that could not be stored is refused before any work
+    job = ResponseJob(request, scope, items, chat, messages.origins, builder, continued)
+    if request.store or continued:  # what could not be stored is refused before any work
         size = check_stored_size(job, runtime.settings.responses.max_stored_bytes)
         await runtime.store.check_room(scope, size)
     return job
@@ -294,6 +316,17 @@ def rename(error: GatewayError, origins: list[str]) -> None:
         error.param = _PARAMS.get(head, head) + dot + rest
 
 
+async def append_turn(job: ResponseJob, final: dict[str, Any], runtime: Runtime) -> None:
+    """The request's input and the response's output, appended to its conversation."""
+    assert job.conversation_id is not None
+    turn = [*job.input_items, *final["output"]]
+    if not await runtime.store.add_items(job.conversation_id, job.scope, turn):
+        raise NotFound(
+            f"conversation '{job.conversation_id}' was deleted while this response was "
+            "generated", param="conversation",
+        )  # fmt: skip
+
+
 async def stored(
     events: AsyncIterator[Any], job: ResponseJob, runtime: Runtime
 ) -> AsyncIterator[Any]:
@@ -310,6 +343,8 @@ async def stored(
                         StoredResponse(builder.id, job.scope, time.time(),
                                        job.request.previous_response_id, final, job.input_items)
                     )  # fmt: skip
+                if job.conversation_id is not None:
+                    await append_turn(job, final, runtime)
             else:
                 builder.add(item)
             yield item

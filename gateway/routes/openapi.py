@@ -25,6 +25,7 @@ from gateway.protocol.responses import ResponsesRequest
 __all__ = [
     "CHAT_COMPLETIONS",
     "COMPLETIONS",
+    "CONVERSATIONS",
     "INPUT_ITEMS",
     "INPUT_TOKENS",
     "RESPONSES",
@@ -32,6 +33,7 @@ __all__ = [
     "TRANSCRIPTION",
     "build",
     "errors",
+    "with_body",
 ]
 
 _REF = "#/components/schemas/{model}"
@@ -190,6 +192,25 @@ STORED: dict[str, Any] = {
         **_STORED_ERRORS,
     },
 }
+
+CONVERSATIONS: dict[str, Any] = {
+    "responses": {
+        "200": {
+            "description": "A `conversation` object, a conversation item, a `list` of items, "
+            'or `{id, object: "conversation.deleted", deleted}`, as OpenAI\'s Conversations '
+            "API answers",
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        },
+        **errors(400, 401, 404, 429, 500, 503, 507),
+    },
+}
+
+
+def with_body(model: type[BaseModel]) -> dict[str, Any]:
+    """A Conversations operation whose request body is ``model``."""
+    body = {"required": True, "content": {"application/json": {"schema": _model(model)}}}
+    return {"requestBody": body, **CONVERSATIONS}
+
 
 INPUT_TOKENS: dict[str, Any] = {
     "requestBody": {

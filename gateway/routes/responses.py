@@ -80,6 +80,17 @@ async def count_input_tokens(request: Request) -> Response:
 
     async def begin() -> Events:
         job = await draft_response(body, runtime, key_id(request.state), builder)
+        contract = await runtime.model(body.model).get_contract()
+        if not {"return_num_input_tokens", "num_input_tokens"} <= {
+            *contract.inputs,
+            *contract.outputs,
+        }:
+            raise InvalidRequest(
+                f"model '{body.model}' does not report prompt token counts (its Triton model "
+                "declares no return_num_input_tokens / num_input_tokens), so they cannot be "
+                "counted",
+                param="model", code="unsupported_model",
+            )  # fmt: skip
         prepared = await prepare_response(job, runtime)
         return relays(prepared, request.state.request_id, record)
 
@@ -129,32 +140,38 @@ async def list_input_items(request: Request, response_id: str) -> Response:
     """The items the response was generated from, as OpenAI lists them: those of the
     conversation it continued (inputs and outputs, as far back as they are stored), then its
     own input; newest first unless ``order=asc``."""
-    order, limit, after = _list_params(request)
+    order, limit, after = list_params(request)
     runtime: Runtime = request.app.state.runtime
     chain = await runtime.store.chain(response_id, key_id(request.state))
     if not chain:
         raise NotFound(f"No response with id '{response_id}' was found", param="response_id")
     items = [*conversation(chain[:-1]), *chain[-1].input_items]
+    return JSONResponse(paged(items, order, limit, after))
+
+
+def paged(items: list[dict[str, Any]], order: str, limit: int, after: str | None) -> dict[str, Any]:
+    """One page of ``items`` (oldest first) as OpenAI lists them: in ``order``, after the
+    item ``after``, at most ``limit``."""
     if order == "desc":
         items = items[::-1]
     if after is not None:
         ids = [item["id"] for item in items]
         if after not in ids:
-            raise InvalidRequest(f"no input item '{after}' in this response", param="after")
+            raise InvalidRequest(f"no item '{after}' in this list", param="after")
         items = items[ids.index(after) + 1 :]
     page = items[:limit]
-    return JSONResponse(
-        {
-            "object": "list",
-            "data": page,
-            "first_id": page[0]["id"] if page else None,
-            "last_id": page[-1]["id"] if page else None,
-            "has_more": len(items) > limit,
-        }
-    )
+    return {
+        "object": "list",
+        "data": page,
+        "first_id": page[0]["id"] if page else None,
+        "last_id": page[-1]["id"] if page else None,
+        "has_more": len(items) > limit,
+    }
 
 
-def _list_params(request: Request) -> tuple[str, int, str | None]:
+def list_params(request: Request) -> tuple[str, int, str | None]:
+    """``order``, ``limit`` and ``after`` of a list request, checked; ``include`` refused
+    unless it asks for what is always there (input images' URLs)."""
     query = request.query_params
     order = query.get("order", "desc")
     if order not in ("asc", "desc"):

@@ -319,3 +319,7 @@ async def test_input_tokens_are_the_engines_own_count_of_the_same_request(
     assert created["usage"]["input_tokens"] == counted.json()["input_tokens"]
     missing = await http.post(f"{URL}/input_tokens", json={**body, "previous_response_id": "r"})
     assert missing.status_code == 400
+    fake.requests.clear()
+    uncounted = await http.post(f"{URL}/input_tokens", json={"model": "fake-minimal", "input": "x"})
+    assert uncounted.status_code == 400 and uncounted.json()["error"]["param"] == "model"
+    assert not fake.requests  # a deployment that cannot count is refused before any work
