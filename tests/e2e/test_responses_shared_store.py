@@ -1,7 +1,8 @@
 """Two gateway processes (``mmgw serve``, each with a home folder of its own) in front of the
 session's real Triton, sharing one real PostgreSQL store: what a Kubernetes deployment of
 several gateway pods is. Through the OpenAI SDK unchanged: a conversation started on one
-continues on the other (its image's KV cache reused), ``GET``, ``input_items`` and ``DELETE``
+continues on the other (its image's KV cache reused), by ``previous_response_id`` and through
+the Conversations API, ``GET``, ``input_items`` and ``DELETE``
 work across them, two API keys never see each other's responses; stopping PostgreSQL gives
 503s (and ``store: false`` is still served), starting it again heals both gateways."""
 
@@ -132,6 +133,29 @@ async def test_a_conversation_moves_between_gateways_and_tenants_stay_apart(
     )
     with pytest.raises(openai.NotFoundError):
         await sdk(a).responses.retrieve(theirs.id)
+    # The Conversations API across the two gateways: made on A, continued on B.
+    chat = await sdk(a).conversations.create(metadata={"user": "one"})
+    opened = await sdk(a).responses.create(
+        model="reference-llava", input=image_question(), conversation=chat.id,
+        max_output_tokens=4, temperature=0,
+    )  # fmt: skip
+    assert opened.conversation is not None and opened.conversation.id == chat.id
+    moved = await sdk(b).responses.create(
+        model="reference-llava", input="Which colour?", conversation=chat.id,
+        max_output_tokens=4, temperature=0,
+    )  # fmt: skip
+    assert moved.usage is not None and moved.usage.input_tokens_details.cached_tokens >= 576
+    items = [item async for item in sdk(a).conversations.items.list(chat.id, order="asc")]
+    assert [item.id for item in items][-1] == moved.output[0].id and len(items) == 4
+    with pytest.raises(openai.NotFoundError):
+        await stranger_b.conversations.retrieve(chat.id)
+    with pytest.raises(openai.NotFoundError):
+        await stranger_a.responses.create(
+            model="reference-llava", input="Hi", conversation=chat.id, max_output_tokens=2
+        )
+    await sdk(b).conversations.delete(chat.id)
+    with pytest.raises(openai.NotFoundError):
+        await sdk(a).conversations.items.list(chat.id)
     await sdk(b).responses.delete(first.id)
     with pytest.raises(openai.NotFoundError):
         await sdk(a).responses.retrieve(first.id)
