@@ -11,7 +11,7 @@ are the gateway's ``StoreError`` family, so a route never sees a driver's except
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from gateway.errors import StoreFull, StoreQuotaExceeded
@@ -80,6 +80,20 @@ class StoredConversation:
     metadata: dict[str, str]
 
 
+UNFINISHED = ("queued", "in_progress")  # a background response still running
+
+
+def cancellable(stored: StoredResponse) -> bool:
+    """A background response that has not finished yet."""
+    response = stored.response
+    return bool(response.get("background")) and response.get("status") in UNFINISHED
+
+
+def cancelled(stored: StoredResponse) -> StoredResponse:
+    """The response marked cancelled (what its run, on whichever gateway, stops at)."""
+    return replace(stored, response={**stored.response, "status": "cancelled"})
+
+
 def decoded(row: tuple[Any, ...]) -> StoredResponse:
     """A row of (id, scope, created_at, previous_id, response JSON, input items JSON)."""
     return StoredResponse(row[0], row[1], row[2], row[3], json.loads(row[4]), json.loads(row[5]))
@@ -92,9 +106,14 @@ class ResponseStore(Protocol):
 
     retention: Retention
 
-    async def put(self, stored: StoredResponse) -> None:
+    async def put(self, stored: StoredResponse, keep_cancelled: bool = False) -> bool:
         """Write one response (replacing one of the same id), refusing it past the byte caps
-        and deleting what retention no longer keeps, in one transaction."""
+        and deleting what retention no longer keeps, in one transaction. ``keep_cancelled``:
+        leave a row marked cancelled as it is (a background run's write); False then."""
+
+    async def cancel(self, response_id: str, scope: str) -> StoredResponse | None:
+        """Mark an unfinished background response cancelled; the row as it now is (unchanged
+        when it is not one), None when there is none in ``scope``."""
 
     async def check_room(self, scope: str, adding: int) -> None:
         """Raise what ``put`` would for ``adding`` more bytes in ``scope`` now: asked before

@@ -16,6 +16,7 @@ concurrent writers of different keys may pass it by what they write at that mome
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -25,7 +26,15 @@ import asyncpg
 
 from gateway.errors import GatewayError, StoreError, StoreFull, StoreUnavailable
 from gateway.store import postgres_conversations as conversations
-from gateway.store.base import MAX_CHAIN, Retention, StoredConversation, StoredResponse, decoded
+from gateway.store.base import (
+    MAX_CHAIN,
+    Retention,
+    StoredConversation,
+    StoredResponse,
+    cancellable,
+    cancelled,
+    decoded,
+)
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -142,14 +151,20 @@ class PostgresStore:
 
         await self._run(check)
 
-    async def put(self, stored: StoredResponse) -> None:
+    async def put(self, stored: StoredResponse, keep_cancelled: bool = False) -> bool:
         response, items = stored.encoded()
         size = len(response) + len(items)
         retention = self.retention
 
-        async def write(db: asyncpg.Connection) -> None:
+        async def write(db: asyncpg.Connection) -> bool:
             async with db.transaction():
                 await _lock_scope(db, stored.scope)
+                if keep_cancelled:
+                    current = await db.fetchval(
+                        "SELECT response FROM mmgw_responses WHERE id = $1 FOR UPDATE", stored.id
+                    )
+                    if current is not None and json.loads(current).get("status") == "cancelled":
+                        return False
                 await db.execute(
                     "DELETE FROM mmgw_responses WHERE created_at < $1",
                     time.time() - retention.max_age_s,
@@ -167,8 +182,34 @@ class PostgresStore:
                     "ORDER BY created_at DESC, seq DESC OFFSET $1)",
                     retention.max_responses,
                 )
+            return True
 
-        await self._run(write)
+        return await self._run(write)
+
+    async def cancel(self, response_id: str, scope: str) -> StoredResponse | None:
+        oldest = time.time() - self.retention.max_age_s
+
+        async def mark(db: asyncpg.Connection) -> StoredResponse | None:
+            async with db.transaction():
+                row = await db.fetchrow(
+                    f"SELECT {_COLUMNS} FROM mmgw_responses "
+                    "WHERE id = $1 AND scope = $2 AND created_at >= $3 FOR UPDATE",
+                    response_id, scope, oldest,
+                )  # fmt: skip
+                if row is None:
+                    return None
+                found = decoded(tuple(row))
+                if not cancellable(found):
+                    return found
+                marked = cancelled(found)
+                response, items = marked.encoded()
+                await db.execute(
+                    "UPDATE mmgw_responses SET response = $1, bytes = $2 WHERE id = $3",
+                    response, len(response) + len(items), response_id,
+                )  # fmt: skip
+                return marked
+
+        return await self._run(mark)
 
     async def get(self, response_id: str, scope: str) -> StoredResponse | None:
         oldest = time.time() - self.retention.max_age_s

@@ -27,19 +27,34 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import logging
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
 from gateway.errors import GatewayError, StoreError, StoreFull, StoreUnavailable
 from gateway.store import sqlite_conversations as conversations
-from gateway.store.base import MAX_CHAIN, Retention, StoredConversation, StoredResponse, decoded
+from gateway.store.base import (
+    MAX_CHAIN,
+    Retention,
+    StoredConversation,
+    StoredResponse,
+    cancellable,
+    cancelled,
+)
+from gateway.store.sqlite_rows import (
+    _give_back_space,
+    _is_full,
+    _patiently,
+    _read,
+    _status,
+    _usage,
+    _writing,
+)
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -65,42 +80,6 @@ _MIGRATE_1 = (
 )
 RESERVE_BYTES = 8 * 1024 * 1024  # what a delete on a full disk may write (WAL pages)
 _COLUMNS = "id, scope, created_at, previous_id, response, input_items"
-
-
-@contextlib.contextmanager
-def _writing(db: sqlite3.Connection) -> Iterator[None]:
-    """One write transaction, its write lock taken first (``BEGIN IMMEDIATE`` waits out
-    ``busy_timeout``). A deferred transaction that reads and then writes is refused at once
-    with "database is locked" when another process writes meanwhile (SQLite does not wait
-    there: it would deadlock), which is what several gateway workers would hit."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
-
-
-def _patiently(statement: Callable[[], object], wait_s: float) -> None:
-    """Switching a new file to WAL takes an exclusive lock that ``busy_timeout`` does not wait
-    for in every SQLite: retried for as long as a writer would wait."""
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            statement()
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.01)
-
-
-def _is_full(exc: BaseException) -> bool:
-    if isinstance(exc, OSError):
-        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
-    return isinstance(exc, sqlite3.OperationalError) and "full" in str(exc)
 
 
 class SqliteStore:
@@ -207,15 +186,17 @@ class SqliteStore:
         retention = self.retention
         await self._run(lambda db: retention.check_room(*_usage(db, scope), adding))
 
-    async def put(self, stored: StoredResponse) -> None:
+    async def put(self, stored: StoredResponse, keep_cancelled: bool = False) -> bool:
         """Write one response and enforce the retention limits, in one transaction."""
         response, items = stored.encoded()
         size = len(response) + len(items)
         retention = self.retention
 
-        def write(db: sqlite3.Connection) -> None:
+        def write(db: sqlite3.Connection) -> bool:
             self._hold_reserve()
             with _writing(db):
+                if keep_cancelled and _status(db, stored.id) == "cancelled":
+                    return False
                 db.execute(
                     "DELETE FROM responses WHERE created_at < ?",
                     (time.time() - retention.max_age_s,),
@@ -232,8 +213,27 @@ class SqliteStore:
                     "ORDER BY created_at DESC, rowid DESC LIMIT -1 OFFSET ?)",
                     (retention.max_responses,),
                 )
+            return True
 
-        await self._run(write)
+        return await self._run(write)
+
+    async def cancel(self, response_id: str, scope: str) -> StoredResponse | None:
+        oldest = time.time() - self.retention.max_age_s
+
+        def mark(db: sqlite3.Connection) -> StoredResponse | None:
+            with _writing(db):
+                found = _read(db, response_id, scope, oldest)
+                if found is None or not cancellable(found):
+                    return found
+                marked = cancelled(found)
+                response, items = marked.encoded()
+                db.execute(
+                    "UPDATE responses SET response = ?, bytes = ? WHERE id = ?",
+                    (response, len(response) + len(items), response_id),
+                )
+                return marked
+
+        return await self._run(mark)
 
     async def get(self, response_id: str, scope: str) -> StoredResponse | None:
         oldest = time.time() - self.retention.max_age_s
@@ -349,35 +349,3 @@ class SqliteStore:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._executor, self._drop)
         self._executor.shutdown(wait=True)
-
-
-def _usage(db: sqlite3.Connection, scope: str) -> tuple[int, int]:
-    """Bytes stored in all, and in ``scope``: responses and conversation items."""
-    total = mine = 0
-    for table in ("responses", "conversation_items"):
-        (all_of_it,) = db.execute(f"SELECT coalesce(sum(bytes), 0) FROM {table}").fetchone()
-        (of_scope,) = db.execute(
-            f"SELECT coalesce(sum(bytes), 0) FROM {table} WHERE scope = ?", (scope,)
-        ).fetchone()
-        total, mine = total + int(all_of_it), mine + int(of_scope)
-    return total, mine
-
-
-def _give_back_space(db: sqlite3.Connection) -> None:
-    """Freed pages back to the file system (incremental auto-vacuum), and the WAL emptied:
-    what a delete on a full disk is for. Best effort: a reader may hold the WAL."""
-    try:
-        db.execute("PRAGMA incremental_vacuum").fetchall()
-        db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-    except sqlite3.OperationalError as exc:
-        log.info("response store: space not given back yet: %s", exc)
-
-
-def _read(
-    db: sqlite3.Connection, response_id: str, scope: str, oldest: float
-) -> StoredResponse | None:
-    row = db.execute(
-        f"SELECT {_COLUMNS} FROM responses WHERE id = ? AND scope = ? AND created_at >= ?",
-        (response_id, scope, oldest),
-    ).fetchone()
-    return None if row is None else decoded(row)
