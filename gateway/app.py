@@ -24,6 +24,7 @@ from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.middleware import InFlightLimitMiddleware, RequestIdMiddleware
 from gateway.routes import (
     audio,
+    background,
     chat,
     completions,
     conversations,
@@ -119,6 +120,7 @@ def _add_routes(app: FastAPI, settings: Settings) -> None:
         chat.router,
         completions.router,
         responses.router,
+        background.router,
         conversations.router,
         audio.router,
         models.router,

@@ -48,6 +48,9 @@ class ResponsesSettings(Strict):
         5.0, gt=0, description="Deadline of one store operation; past it the request is 503."
     )
     max_connections: int = Field(10, ge=1, description="PostgreSQL connections per process.")
+    max_background: int = Field(
+        16, ge=1, description="Background responses one process runs at once; more are 429."
+    )
     max_responses: int = Field(
         DEFAULT_MAX_RESPONSES, ge=1, description="Newest responses kept; older ones are deleted."
     )

@@ -78,7 +78,10 @@ def refuse_unsupported(request: ResponsesRequest) -> None:
     """Responses parameters the gateway cannot honour: a 400 naming each, never a drop."""
     reasoning = request.reasoning
     refusals = {
-        "background": ("background responses are not supported", bool(request.background)),
+        "background": ("a background response must be stored: send store: true",
+                       bool(request.background) and not request.store),
+        "stream": ("streamed background responses are not supported: poll GET "
+                   "/v1/responses/{id} instead", bool(request.background) and request.stream),
         "conversation": ("conversation and previous_response_id cannot be used together",
                          request.conversation is not None
                          and request.previous_response_id is not None),
@@ -206,6 +209,7 @@ def echo(request: ResponsesRequest) -> dict[str, Any]:
         "metadata": request.metadata or {},
         "parallel_tool_calls": request.parallel_tool_calls is not False,
         "previous_response_id": request.previous_response_id,
+        "background": bool(request.background),
         "conversation": {"id": conversation_id(request)} if request.conversation else None,
         "reasoning": {"effort": None, "summary": None},
         "service_tier": "default",
@@ -338,10 +342,11 @@ async def stored(
         async for item in events:
             if isinstance(item, Outcome):
                 final = builder.finish(item)
-                if job.request.store:
+                if job.request.store:  # a background run leaves a cancel as it is
                     await runtime.store.put(
                         StoredResponse(builder.id, job.scope, time.time(),
-                                       job.request.previous_response_id, final, job.input_items)
+                                       job.request.previous_response_id, final, job.input_items),
+                        keep_cancelled=bool(job.request.background),
                     )  # fmt: skip
                 if job.conversation_id is not None:
                     await append_turn(job, final, runtime)

@@ -26,7 +26,7 @@ from gateway.pipeline.responses import (
     stored,
 )
 from gateway.protocol.responses import ResponsesRequest
-from gateway.routes import openapi
+from gateway.routes import background, openapi
 from gateway.routes.answer import Answer, Events, answer, relays
 from gateway.routes.body import parse_body
 from gateway.runtime import Runtime
@@ -47,6 +47,11 @@ async def create_response(request: Request) -> Response:
     record.set_model(body.model, body.model in runtime.models)
     record.stream = body.stream
     builder = ResponseBuilder(new_response_id(), int(time.time()), echo(body))
+
+    if body.background:  # prepared here (so a bad request is still a 400), run detached
+        job = await draft_response(body, runtime, key_id(request.state), builder)
+        prepared = await prepare_response(job, runtime)
+        return await background.start(job, prepared, runtime, request.state.request_id, record)
 
     async def begin() -> Events:
         job = await draft_response(body, runtime, key_id(request.state), builder)
@@ -120,7 +125,8 @@ async def get_response(request: Request, response_id: str) -> Response:
             "replaying a stored response as a stream is not supported", param="stream",
             code="unsupported_parameter",
         )  # fmt: skip
-    return JSONResponse((await _stored(request, response_id)).response)
+    runtime: Runtime = request.app.state.runtime
+    return JSONResponse(background.seen(await _stored(request, response_id), runtime))
 
 
 @router.delete("/v1/responses/{response_id}", response_model=None, openapi_extra=openapi.STORED)
