@@ -4,7 +4,8 @@ several gateway pods is. Through the OpenAI SDK unchanged: a conversation starte
 continues on the other (its image's KV cache reused), by ``previous_response_id`` and through
 the Conversations API, ``GET``, ``input_items`` and ``DELETE``
 work across them, two API keys never see each other's responses; stopping PostgreSQL gives
-503s (and ``store: false`` is still served), starting it again heals both gateways."""
+503s (and ``store: false`` is still served), starting it again heals both gateways; a
+background response started on one is polled and cancelled on the other."""
 
 from __future__ import annotations
 
@@ -170,6 +171,19 @@ async def test_a_stopped_database_is_503_and_its_return_heals_both_gateways(
     two_gateways: tuple[str, str], postgres_server: PostgresServer
 ) -> None:
     a, b = two_gateways
+    # First a background response: started on A, polled and cancelled on B.
+    running = await sdk(a).responses.create(
+        model="reference-llava", input="Tell me everything.", background=True,
+        max_output_tokens=3000, extra_body={"ignore_eos": True},
+    )  # fmt: skip
+    assert running.status == "queued"
+    for _ in range(200):
+        if (await sdk(b).responses.retrieve(running.id)).status == "in_progress":
+            break
+        await asyncio.sleep(0.05)
+    assert (await sdk(b).responses.cancel(running.id)).status == "cancelled"
+    await asyncio.sleep(1.5)  # A's run sees the mark within 0.5 s and stops
+    assert (await sdk(a).responses.retrieve(running.id)).status == "cancelled"
     made = await sdk(a).responses.create(
         model="reference-llava", input="Remember me.", max_output_tokens=3, temperature=0
     )
