@@ -131,6 +131,15 @@ class ResponseStore(Protocol):
     async def delete(self, response_id: str, scope: str) -> bool:
         """True when the response existed in ``scope`` and is now gone. Works on a full disk."""
 
+    async def add_events(self, response_id: str, events: list[tuple[int, str]]) -> None:
+        """Append a streamed background response's events (sequence number, SSE frame)."""
+
+    async def events_after(
+        self, response_id: str, scope: str, after: int
+    ) -> list[tuple[int, str]] | None:
+        """Its events numbered above ``after``, in order; None when the response is not there
+        for ``scope``."""
+
     async def create_conversation(
         self, conversation: StoredConversation, items: list[dict[str, Any]]
     ) -> None:

@@ -39,7 +39,7 @@ from gateway.store.base import (
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2  # 2: conversations
+SCHEMA_VERSION = 3  # 2: conversations; 3: background streams' events
 LOCK_SPACE = 0x6D6D6777  # "mmgw": the first key of every advisory lock the store takes
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS mmgw_responses (
@@ -165,7 +165,7 @@ class PostgresStore:
                     )
                     if current is not None and json.loads(current).get("status") == "cancelled":
                         return False
-                await db.execute(
+                expired = await db.execute(
                     "DELETE FROM mmgw_responses WHERE created_at < $1",
                     time.time() - retention.max_age_s,
                 )
@@ -177,11 +177,16 @@ class PostgresStore:
                     stored.id, stored.scope, stored.created_at, stored.previous_id, response,
                     items, size,
                 )  # fmt: skip
-                await db.execute(
+                evicted = await db.execute(
                     "DELETE FROM mmgw_responses WHERE id IN (SELECT id FROM mmgw_responses "
                     "ORDER BY created_at DESC, seq DESC OFFSET $1)",
                     retention.max_responses,
                 )
+                if (expired, evicted) != ("DELETE 0", "DELETE 0"):
+                    await db.execute(  # their streams' events go with them
+                        "DELETE FROM mmgw_response_events e WHERE NOT EXISTS "
+                        "(SELECT 1 FROM mmgw_responses r WHERE r.id = e.response_id)"
+                    )
             return True
 
         return await self._run(write)
@@ -238,9 +243,43 @@ class PostgresStore:
             status: str = await db.execute(
                 "DELETE FROM mmgw_responses WHERE id = $1 AND scope = $2", response_id, scope
             )
-            return status != "DELETE 0"
+            if status == "DELETE 0":
+                return False
+            await db.execute("DELETE FROM mmgw_response_events WHERE response_id = $1", response_id)
+            return True
 
         return await self._run(remove)
+
+    async def add_events(self, response_id: str, events: list[tuple[int, str]]) -> None:
+        async def add(db: asyncpg.Connection) -> None:
+            await db.executemany(
+                "INSERT INTO mmgw_response_events VALUES ($1, $2, $3) "
+                "ON CONFLICT (response_id, seq) DO NOTHING",
+                [(response_id, seq, frame) for seq, frame in events],
+            )
+
+        await self._run(add)
+
+    async def events_after(
+        self, response_id: str, scope: str, after: int
+    ) -> list[tuple[int, str]] | None:
+        oldest = time.time() - self.retention.max_age_s
+
+        async def read(db: asyncpg.Connection) -> list[tuple[int, str]] | None:
+            found = await db.fetchval(
+                "SELECT 1 FROM mmgw_responses WHERE id = $1 AND scope = $2 AND created_at >= $3",
+                response_id, scope, oldest,
+            )  # fmt: skip
+            if found is None:
+                return None
+            rows = await db.fetch(
+                "SELECT seq, frame FROM mmgw_response_events WHERE response_id = $1 AND seq > $2 "
+                "ORDER BY seq",
+                response_id, after,
+            )  # fmt: skip
+            return [(int(row[0]), row[1]) for row in rows]
+
+        return await self._run(read)
 
     async def create_conversation(
         self, conversation: StoredConversation, items: list[dict[str, Any]]

@@ -30,6 +30,12 @@ CREATE TABLE IF NOT EXISTS mmgw_conversation_items (
 );
 CREATE INDEX IF NOT EXISTS mmgw_conversation_items_by_scope
     ON mmgw_conversation_items (scope) INCLUDE (bytes);
+CREATE TABLE IF NOT EXISTS mmgw_response_events (
+    response_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    frame TEXT NOT NULL,
+    PRIMARY KEY (response_id, seq)
+);
 """
 
 

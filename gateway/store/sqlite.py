@@ -59,7 +59,7 @@ from gateway.store.sqlite_rows import (
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3  # 2: byte counts; 3: conversations
+SCHEMA_VERSION = 4  # 2: byte counts; 3: conversations; 4: background streams' events
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
     id TEXT PRIMARY KEY,
@@ -197,10 +197,10 @@ class SqliteStore:
             with _writing(db):
                 if keep_cancelled and _status(db, stored.id) == "cancelled":
                     return False
-                db.execute(
+                expired = db.execute(
                     "DELETE FROM responses WHERE created_at < ?",
                     (time.time() - retention.max_age_s,),
-                )
+                ).rowcount
                 db.execute("DELETE FROM responses WHERE id = ?", (stored.id,))
                 retention.check_room(*_usage(db, stored.scope), size)
                 db.execute(
@@ -208,11 +208,16 @@ class SqliteStore:
                     (stored.id, stored.scope, stored.created_at, stored.previous_id, response,
                      items, size),
                 )  # fmt: skip
-                db.execute(
+                expired += db.execute(
                     "DELETE FROM responses WHERE id IN (SELECT id FROM responses "
                     "ORDER BY created_at DESC, rowid DESC LIMIT -1 OFFSET ?)",
                     (retention.max_responses,),
-                )
+                ).rowcount
+                if expired:  # their streams' events go with them
+                    db.execute(
+                        "DELETE FROM response_events WHERE response_id NOT IN "
+                        "(SELECT id FROM responses)"
+                    )
             return True
 
         return await self._run(write)
@@ -261,6 +266,8 @@ class SqliteStore:
                 cursor = db.execute(
                     "DELETE FROM responses WHERE id = ? AND scope = ?", (response_id, scope)
                 )
+                if cursor.rowcount:
+                    db.execute("DELETE FROM response_events WHERE response_id = ?", (response_id,))
             _give_back_space(db)
             return cursor.rowcount > 0
 
@@ -273,6 +280,33 @@ class SqliteStore:
             return remove(db)
 
         return await self._run(remove_even_when_full)
+
+    async def add_events(self, response_id: str, events: list[tuple[int, str]]) -> None:
+        def add(db: sqlite3.Connection) -> None:
+            with _writing(db):
+                db.executemany(
+                    "INSERT OR REPLACE INTO response_events VALUES (?, ?, ?)",
+                    [(response_id, seq, frame) for seq, frame in events],
+                )
+
+        await self._run(add)
+
+    async def events_after(
+        self, response_id: str, scope: str, after: int
+    ) -> list[tuple[int, str]] | None:
+        oldest = time.time() - self.retention.max_age_s
+
+        def read(db: sqlite3.Connection) -> list[tuple[int, str]] | None:
+            if _read(db, response_id, scope, oldest) is None:
+                return None
+            rows = db.execute(
+                "SELECT seq, frame FROM response_events WHERE response_id = ? AND seq > ? "
+                "ORDER BY seq",
+                (response_id, after),
+            )
+            return [(int(row[0]), row[1]) for row in rows]
+
+        return await self._run(read)
 
     async def create_conversation(
         self, conversation: StoredConversation, items: list[dict[str, Any]]

@@ -28,6 +28,12 @@ CREATE TABLE IF NOT EXISTS conversation_items (
     PRIMARY KEY (conversation_id, position)
 );
 CREATE INDEX IF NOT EXISTS conversation_items_by_scope ON conversation_items (scope, bytes);
+CREATE TABLE IF NOT EXISTS response_events (
+    response_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    frame TEXT NOT NULL,
+    PRIMARY KEY (response_id, seq)
+);
 """
 
 

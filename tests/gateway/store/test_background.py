@@ -38,3 +38,23 @@ async def test_only_unfinished_background_responses_are_marked(store: ResponseSt
         assert unchanged is not None and unchanged.response["status"] == status
     assert await store.put(running("resp_new", "queued"), keep_cancelled=True)
     assert await store.cancel("resp_missing", "key-a") is None
+
+
+async def test_a_streams_events_are_read_after_a_number_and_go_with_the_response(
+    opener: Opener,
+) -> None:
+    writer, reader = opener(Retention(2, DAY)), opener(Retention(2, DAY))
+    await writer.put(running("resp_1"))
+    await writer.add_events("resp_1", [(0, "a"), (1, "b")])
+    await writer.add_events("resp_1", [(2, "c")])
+    assert await reader.events_after("resp_1", "key-a", -1) == [(0, "a"), (1, "b"), (2, "c")]
+    assert await reader.events_after("resp_1", "key-a", 1) == [(2, "c")]
+    assert await reader.events_after("resp_1", "key-b", -1) is None  # another key's
+    assert await reader.delete("resp_1", "key-a")
+    assert await reader.events_after("resp_1", "key-a", -1) is None
+    await writer.put(running("resp_2"))
+    await writer.add_events("resp_2", [(0, "x")])
+    for index in range(3):  # retention keeps 2: resp_2 goes, and its events with it
+        await writer.put(running(f"resp_new_{index}"))
+    await writer.put(running("resp_2"))  # the same id again: no events of the old one
+    assert await reader.events_after("resp_2", "key-a", -1) == []

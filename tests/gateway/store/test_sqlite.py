@@ -40,7 +40,7 @@ async def test_the_file_is_made_on_first_use_in_wal_mode(tmp_path: Path) -> None
     await store.close()
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-        assert db.execute("PRAGMA user_version").fetchone() == (3,)
+        assert db.execute("PRAGMA user_version").fetchone() == (4,)
         assert db.execute("PRAGMA auto_vacuum").fetchone() == (2,)  # incremental
 
 
