@@ -80,8 +80,6 @@ def refuse_unsupported(request: ResponsesRequest) -> None:
     refusals = {
         "background": ("a background response must be stored: send store: true",
                        bool(request.background) and not request.store),
-        "stream": ("streamed background responses are not supported: poll GET "
-                   "/v1/responses/{id} instead", bool(request.background) and request.stream),
         "conversation": ("conversation and previous_response_id cannot be used together",
                          request.conversation is not None
                          and request.previous_response_id is not None),

@@ -28,7 +28,7 @@ from gateway.errors import GatewayError, InvalidRequest, NotFound, StoreError
 from gateway.observability.record import RequestRecord
 from gateway.pipeline.relay import Prepared
 from gateway.pipeline.responses import ResponseJob, stored
-from gateway.routes import openapi
+from gateway.routes import background_stream, openapi
 from gateway.routes.answer import collect, relays
 from gateway.runtime import Runtime
 from gateway.store import StoredResponse
@@ -50,6 +50,9 @@ async def start(
     queued = job.builder.snapshot("queued")
     await runtime.store.put(_row(job, queued))
     runtime.background.start(job.builder.id, _run(job, prepared, runtime, request_id, record))
+    if job.request.stream:  # the events as the run writes them to the store
+        frames = background_stream.follow(runtime, job.builder.id, job.scope, -1)
+        return background_stream.stream_response(frames)
     return JSONResponse(queued)
 
 
@@ -68,7 +71,10 @@ async def _run(
         if not await store.put(_row(job, builder.snapshot("in_progress")), keep_cancelled=True):
             return  # cancelled while queued
         watch = asyncio.create_task(_watch(runtime, job, asyncio.current_task()))
-        await collect(stored(relays(prepared, request_id, record), job, runtime))
+        if job.request.stream:
+            await background_stream.produce(job, prepared, runtime, request_id, record)
+        else:
+            await collect(stored(relays(prepared, request_id, record), job, runtime))
     except asyncio.CancelledError:
         if not _cancelled_by_request(watch):  # the process is stopping
             failed = builder.failed(GatewayError("the gateway stopped before it finished"))

@@ -26,7 +26,7 @@ from gateway.pipeline.responses import (
     stored,
 )
 from gateway.protocol.responses import ResponsesRequest
-from gateway.routes import background, openapi
+from gateway.routes import background, background_stream, openapi
 from gateway.routes.answer import Answer, Events, answer, relays
 from gateway.routes.body import parse_body
 from gateway.runtime import Runtime
@@ -120,12 +120,12 @@ async def _stored(request: Request, response_id: str) -> StoredResponse:
 
 @router.get("/v1/responses/{response_id}", response_model=None, openapi_extra=openapi.STORED)
 async def get_response(request: Request, response_id: str) -> Response:
-    if request.query_params.get("stream", "false").lower() not in ("false", "0"):
-        raise InvalidRequest(
-            "replaying a stored response as a stream is not supported", param="stream",
-            code="unsupported_parameter",
-        )  # fmt: skip
     runtime: Runtime = request.app.state.runtime
+    if request.query_params.get("stream", "false").lower() not in ("false", "0"):
+        return await background_stream.replay(
+            runtime, response_id, key_id(request.state),
+            request.query_params.get("starting_after"),
+        )  # fmt: skip
     return JSONResponse(background.seen(await _stored(request, response_id), runtime))
 
 

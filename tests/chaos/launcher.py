@@ -5,8 +5,9 @@
 ``tests.fakes.app.start_gateway`` does) and serves it with uvicorn on 127.0.0.1:PORT under the
 options ``mmgw serve`` passes, so slow and hostile clients meet the real protocol, middleware and
 routes. ``SERVER_JSON`` is a JSON object of ``[server]`` settings to change, ``SECTIONS_JSON``
-one of other sections (``{"responses": {...}}``). uvicorn.run would start its own event loop;
-``Server.serve`` runs in uvloop's here, where the runtime was built.
+one of other sections (``{"responses": {...}}``; ``"script"``: fields of the fake's
+``Script``). uvicorn.run would start its own event loop; ``Server.serve`` runs in uvloop's
+here, where the runtime was built.
 """
 
 from __future__ import annotations
@@ -24,8 +25,11 @@ from tests.fakes.triton import FakeTriton
 
 
 async def serve(port: int, server: dict[str, Any], sections: dict[str, Any]) -> None:
+    fake = FakeTriton()
+    for name, value in sections.pop("script", {}).items():  # what the fake engine answers
+        setattr(fake.script, name, tuple(value) if isinstance(value, list) else value)
     gateway = await start_gateway(
-        FakeTriton(),
+        fake,
         server={**server, "port": port},
         observability={"log_format": "text"},
         **sections,
