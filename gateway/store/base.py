@@ -43,10 +43,10 @@ class Retention:
                 param="store",
             )
         if total + adding > self.max_total_bytes:
-            raise StoreFull(
-                f"the response store holds {total} bytes; storing {adding} more would pass its "
-                f"cap of {self.max_total_bytes} (send store: false, or retry once older "
-                "responses expire)"
+            raise StoreFull(  # what others store is not told
+                f"the response store is full: storing {adding} more bytes would pass its cap "
+                f"of {self.max_total_bytes} (send store: false, or retry once older responses "
+                "expire)"
             )
 
 
