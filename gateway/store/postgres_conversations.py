@@ -1,5 +1,6 @@
 """The Conversations API's rows in the PostgreSQL store: ``mmgw_conversations`` and its items
-in ``mmgw_conversation_items``, in the order they were added (``position``). Each function
+in ``mmgw_conversation_items``, in the order they were added (``position``); the schema also
+holds ``mmgw_response_events``, a streamed background response's events. Each function
 runs inside the transaction ``PostgresStore`` opened; an append locks its conversation's row
 first (``FOR UPDATE``), so appends from several gateways never interleave."""
 

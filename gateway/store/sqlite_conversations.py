@@ -1,5 +1,6 @@
 """The Conversations API's rows in the SQLite store: one ``conversations`` row each, and its
-items as ``conversation_items`` rows in the order they were added (``position``). Each function
+items as ``conversation_items`` rows in the order they were added (``position``); the schema
+also holds ``response_events``, a streamed background response's events. Each function
 runs on the store's thread inside the transaction ``SqliteStore`` opened, so an append reads
 the last position and writes after it without another writer in between."""
 
