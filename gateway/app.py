@@ -25,8 +25,10 @@ from gateway.observability.middleware import InFlightLimitMiddleware, RequestIdM
 from gateway.pipeline.realtime.registry import Sessions
 from gateway.routes import (
     audio,
+    background,
     chat,
     completions,
+    conversations,
     docs,
     health,
     metrics,
@@ -125,6 +127,8 @@ def _add_routes(app: FastAPI, settings: Settings) -> None:
         chat.router,
         completions.router,
         responses.router,
+        background.router,
+        conversations.router,
         audio.router,
         realtime.router,
         models.router,

@@ -26,7 +26,13 @@ The tree:
     │   ├── AuthenticationError       401 missing or wrong API key
     │   ├── RequestTimeout            408 the request's head or body came too slowly
     │   ├── RateLimited               429 too many requests in flight
-    │   └── HeaderFieldsTooLarge      431 too many header fields, or too many header bytes
+    │   ├── HeaderFieldsTooLarge      431 too many header fields, or too many header bytes
+    │   └── StoreQuotaExceeded        429 insufficient_quota: this API key's stored responses
+    │                                     are at their byte quota (delete some, or store: false)
+    ├── StoreError                    500 store_failed: the response store answered with an error
+    │   ├── StoreUnavailable          503 store_unavailable: the store cannot be reached, is
+    │   │                                 read-only, or did not answer in time (Retry-After)
+    │   └── StoreFull                 507 store_full: the store's total-size cap, or its disk
     ├── UpstreamError                 503 Triton is not serving
     │   ├── UpstreamUnavailable       503 Triton is down, restarting or not ready (Retry-After)
     │   ├── UpstreamTimeout           504 Triton went silent: no token within the idle
@@ -183,6 +189,40 @@ class HeaderFieldsTooLarge(ClientError):
 
     status_code = 431
     default_code = "request_header_fields_too_large"
+
+
+class StoreQuotaExceeded(ClientError):
+    """This API key's stored responses already hold its byte quota: a response to store is
+    refused (before generation where possible) until the key deletes some."""
+
+    status_code = 429
+    error_type = "insufficient_quota"
+    default_code = "store_quota_exceeded"
+
+
+class StoreError(GatewayError):
+    """The response store answered with an error that retrying will not fix (a corrupt
+    file, a schema it cannot read)."""
+
+    default_code = "store_failed"
+
+
+class StoreUnavailable(StoreError):
+    """The response store cannot be reached, cannot be written (a read-only disk), or did not
+    answer within its deadline: requests that need it are refused at once, with Retry-After,
+    and the store is tried again on the next one."""
+
+    status_code = 503
+    default_code = "store_unavailable"
+    retry_after_s = 1
+
+
+class StoreFull(StoreError):
+    """The store's total-size cap is reached, or its disk is full: nothing more can be stored
+    until responses expire or are deleted (deleting still works)."""
+
+    status_code = 507
+    default_code = "store_full"
 
 
 class UpstreamError(GatewayError):

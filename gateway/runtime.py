@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from gateway.config import ServedModel, Settings
-from gateway.errors import GatewayError, ModelNotFound
+from gateway.errors import GatewayError, ModelNotFound, RateLimited
 from gateway.families.base import Family
 from gateway.families.registry import get_family
 from gateway.families.vocabulary import Vocabulary
@@ -22,7 +23,7 @@ from gateway.media.fetch import MediaFetcher
 from gateway.media.identity import ExtraIdRegistry
 from gateway.media.offload import Offloader, OffloadLimits
 from gateway.observability.metrics import GatewayMetrics
-from gateway.store import ResponseStore, Retention
+from gateway.store import PostgresStore, ResponseStore, Retention, SqliteStore
 from gateway.triton.backend import TritonBackend
 from gateway.triton.client import TritonClient
 from gateway.triton.contract import ModelContract
@@ -77,10 +78,56 @@ class ServedRuntime:
             return None
 
     @property
+    def max_seq_len(self) -> int | None:
+        """The engine's prompt + output limit: configured, else its Triton config's."""
+        if self.config.max_seq_len:
+            return self.config.max_seq_len
+        return self.contract.int_parameter("max_seq_len") if self.contract else None
+
+    @property
     def tokens_per_block(self) -> int | None:
         if self.config.kv_tokens_per_block:
             return self.config.kv_tokens_per_block
         return self.contract.int_parameter("tokens_per_block") if self.contract else None
+
+
+class BackgroundWork:
+    """The background responses this process runs (``background: true``), detached from the
+    HTTP requests that started them: at most ``limit`` at once (the next is refused with 429),
+    and stopped with the process (``stop``: given ``grace_s`` to finish, then cancelled; a
+    cancelled run records itself failed)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.tasks: dict[str, asyncio.Task[None]] = {}
+
+    def check_room(self) -> None:
+        if len(self.tasks) >= self.limit:
+            raise RateLimited(
+                f"this gateway runs {self.limit} background responses already; retry later",
+                param="background",
+            )
+
+    def start(self, key: str, work: Coroutine[Any, Any, None]) -> None:
+        self.check_room()
+        task = asyncio.create_task(work, name=f"background {key}")
+        self.tasks[key] = task
+        task.add_done_callback(lambda _: self.tasks.pop(key, None))
+
+    def cancel(self, key: str) -> bool:
+        """Cancel the run here, if it runs here (a cancel on another gateway is seen by the
+        run's own watch of the store)."""
+        task = self.tasks.get(key)
+        return task is not None and task.cancel()
+
+    async def stop(self, grace_s: float) -> None:
+        running = list(self.tasks.values())
+        if not running:
+            return
+        _, late = await asyncio.wait(running, timeout=grace_s)
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
 
 
 @dataclass
@@ -97,10 +144,12 @@ class Runtime:
     # Stored responses (/v1/responses); the file is opened on first use.
     responses: ResponseStore | None = None
     readiness: ReadinessWatch = field(init=False)
+    background: BackgroundWork = field(init=False)
 
     def __post_init__(self) -> None:
         if self.responses is None:
             self.responses = response_store(self.settings)
+        self.background = BackgroundWork(self.settings.responses.max_background)
         self.metrics.watch_collisions(lambda: self.extra_ids.collisions)
         self.readiness = ReadinessWatch(
             {url: (client, self._triton_models(url)) for url, client in self.clients.items()}
@@ -148,6 +197,7 @@ class Runtime:
 
     async def aclose(self) -> None:
         await self.readiness.stop()
+        await self.background.stop(self.settings.server.drain_timeout_s)  # they write the store
         await self.store.close()
         await self.fetcher.aclose()
         await self.offload.aclose()
@@ -158,9 +208,16 @@ class Runtime:
 
 
 def response_store(settings: Settings) -> ResponseStore:
-    """The stored responses' SQLite store, as ``[responses]`` configures it (opened lazily)."""
+    """The stored responses' store, as ``[responses]`` configures it: PostgreSQL when a
+    ``store_url`` is set, else the SQLite file (either opened lazily)."""
     config = settings.responses
-    return ResponseStore(config.path, Retention(config.max_responses, config.max_age_days * 86400))
+    retention = Retention(
+        config.max_responses, config.max_age_days * 86400, config.max_total_bytes,
+        config.max_bytes_per_key,
+    )  # fmt: skip
+    if config.store_url is not None:
+        return PostgresStore(config.store_url, retention, config.timeout_s, config.max_connections)
+    return SqliteStore(config.path, retention, config.timeout_s)
 
 
 def embedded_environment(settings: Settings) -> dict[str, str]:

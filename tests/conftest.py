@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from gateway.triton.embedded import EmbeddedTriton
+from tests.postgres import PostgresServer, server_binaries
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 REFERENCE_REPOSITORY = REPO_ROOT / "server_repo" / "reference"
@@ -37,3 +38,24 @@ async def embedded_triton(reference_cache: Path) -> AsyncIterator[EmbeddedTriton
         yield server
     finally:
         await server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A private PostgreSQL cluster on a loopback port for the whole session."""
+    binaries = server_binaries()
+    if binaries is None:
+        pytest.skip("PostgreSQL's server binaries (initdb, pg_ctl) are not installed")
+    server = PostgresServer(binaries)
+    try:
+        server.init()
+        server.start()
+        yield server
+    finally:
+        server.remove()
+
+
+@pytest.fixture
+async def postgres_url(postgres_server: PostgresServer) -> str:
+    """A fresh database on the session's server, for one test."""
+    return await postgres_server.new_database()

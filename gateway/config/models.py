@@ -13,7 +13,7 @@ from gateway.families.registry import SUPPORTED_FAMILIES
 from gateway.families.whisper.options import WhisperOptions
 from gateway.triton.replicas.discovery import is_dns, parse_dns
 
-DEFAULT_MAX_TOKENS = 256
+DEFAULT_MAX_TOKENS = None  # a request naming no limit runs to the engine's (or the server cap)
 
 
 class LoraAdapter(Strict):
@@ -59,7 +59,19 @@ class ServedModel(Strict):
         "in-flight batching engine serves several at once; spilling below that only loses reuse)",
     )
     max_images: int | None = Field(None, ge=0, description="engine's max images per request")
-    default_max_tokens: int = Field(DEFAULT_MAX_TOKENS, ge=1)
+    default_max_tokens: int | None = Field(
+        DEFAULT_MAX_TOKENS,
+        ge=1,
+        description="max_tokens sent when a request names none; unset: max_seq_len (the engine "
+        "reduces it to what the prompt leaves), else [generation] max_tokens. Setting it cuts "
+        "answers there (finish_reason 'length', status 'incomplete').",
+    )
+    max_seq_len: int | None = Field(
+        None,
+        ge=1,
+        description="the engine's max_seq_len (prompt + output); read from the Triton model's "
+        "'max_seq_len' parameter if unset",
+    )
     max_input_tokens: int | None = Field(
         None,
         ge=1,

@@ -131,12 +131,21 @@ def refuse_extensions(request: TextFields) -> None:
 
 
 def max_tokens(requested: int | None, param: str, served: ServedRuntime, cap: int) -> int:
-    """The request's max_tokens within the server's cap; the model's default when absent."""
-    if requested is not None and requested > cap:
-        raise InvalidRequest(
-            f"{param} is {requested}; this gateway allows at most {cap}", param=param
-        )
-    return requested or min(served.config.default_max_tokens, cap)
+    """The request's max_tokens within the server's cap. A request that names none may run to
+    what the engine has room for, never to a small default: the engine's ``max_seq_len`` when
+    it is known (TensorRT-LLM reduces a max_tokens past it to ``max_seq_len`` minus the prompt:
+    NVIDIA/TensorRT-LLM cpp/tensorrt_llm/batch_manager/llmRequest.cpp, ``LlmRequest::validate``,
+    commit 119c6e60e65e5ecec4e97afdb6ea584f674aed24), else the server's cap; an operator's
+    ``default_max_tokens`` instead where one is configured."""
+    if requested is not None:
+        if requested > cap:
+            raise InvalidRequest(
+                f"{param} is {requested}; this gateway allows at most {cap}", param=param
+            )
+        return requested
+    if served.config.default_max_tokens is not None:
+        return min(served.config.default_max_tokens, cap)
+    return served.max_seq_len or cap
 
 
 def end_ids(served: ServedRuntime) -> tuple[int | None, int | None]:

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from gateway.errors import GatewayError, InvalidRequest
+from gateway.errors import GatewayError, InvalidRequest, NotFound
 from gateway.families.calls import Outcome
 from gateway.pipeline.chat import prepare_chat
 from gateway.pipeline.generation import VLLM_EXTENSIONS
@@ -79,15 +79,18 @@ class ResponseJob:
     chat: ChatCompletionRequest
     origins: list[str]  # for each chat message, the Responses field it came from
     builder: ResponseBuilder
+    conversation_id: str | None = None  # its input and output are appended there
 
 
 def refuse_unsupported(request: ResponsesRequest) -> None:
     """Responses parameters the gateway cannot honour: a 400 naming each, never a drop."""
     reasoning = request.reasoning
     refusals = {
-        "background": ("background responses are not supported", bool(request.background)),
-        "conversation": ("conversation objects are not supported; use previous_response_id",
-                         request.conversation is not None),
+        "background": ("a background response must be stored: send store: true",
+                       bool(request.background) and not request.store),
+        "conversation": ("conversation and previous_response_id cannot be used together",
+                         request.conversation is not None
+                         and request.previous_response_id is not None),
         "truncation": ("truncation 'auto' is not supported: a conversation longer than the "
                        "model's context is refused", request.truncation == "auto"),
         "reasoning": ("reasoning effort is not supported", reasoning is not None and (
@@ -103,13 +106,14 @@ def refuse_unsupported(request: ResponsesRequest) -> None:
     for param, (message, refused) in refusals.items():
         if refused:
             raise InvalidRequest(message, param=param, code="unsupported_parameter")
+    conversation_id(request)
     for index, value in enumerate(request.include or ()):
         if value not in INCLUDABLE:
             raise InvalidRequest(
                 f"include value {value!r} is not supported", param=f"include[{index}]",
                 code="unsupported_parameter",
             )  # fmt: skip
-    if request.input is None and request.previous_response_id is None:
+    if request.input is None and request.previous_response_id is None and not request.conversation:
         raise InvalidRequest("input is required", param="input")
     for name, hint in MISSPELT.items():
         if name in (request.model_extra or {}):
@@ -117,6 +121,24 @@ def refuse_unsupported(request: ResponsesRequest) -> None:
                 f"'{name}' is not a Responses API field: {hint}", param=name,
                 code="unsupported_parameter",
             )  # fmt: skip
+
+
+def conversation_id(request: ResponsesRequest) -> str | None:
+    """The ``conversation`` the request continues: an id, or ``{"id": ...}``."""
+    given = request.conversation
+    if isinstance(given, dict):
+        given = given.get("id")
+        if not isinstance(given, str):
+            raise InvalidRequest('conversation must be an id or {"id": ...}', param="conversation")
+    if given is not None and not 1 <= len(given) <= 256:
+        raise InvalidRequest("conversation must be a conversation id", param="conversation")
+    return given
+
+
+def for_counting(request: ResponsesRequest) -> ResponsesRequest:
+    """``POST /v1/responses/input_tokens``'s body as the create it counts: not stored, not
+    streamed, one output token (only the prefill's count is wanted)."""
+    return request.model_copy(update={"store": False, "stream": False, "max_output_tokens": 1})
 
 
 def chat_extras(request: ResponsesRequest) -> dict[str, Any]:
@@ -196,6 +218,8 @@ def echo(request: ResponsesRequest) -> dict[str, Any]:
         "metadata": request.metadata or {},
         "parallel_tool_calls": request.parallel_tool_calls is not False,
         "previous_response_id": request.previous_response_id,
+        "background": bool(request.background),
+        "conversation": {"id": conversation_id(request)} if request.conversation else None,
         "reasoning": {"effort": None, "summary": None},
         "service_tier": "default",
         "store": request.store,
@@ -229,6 +253,12 @@ async def draft_response(
                 param="previous_response_id", code="previous_response_not_found",
             )  # fmt: skip
         to_chat(conversation(chain), messages, "previous_response_id")
+    continued = conversation_id(request)
+    if continued is not None:
+        earlier = await runtime.store.conversation_items(continued, scope)
+        if earlier is None:
+            raise NotFound(f"No conversation with id '{continued}' was found", param="conversation")
+        to_chat(earlier, messages, "conversation")
     to_chat(items, messages, None)
     fields = {
         "model": request.model, "messages": messages.messages, "stream": request.stream,
@@ -244,9 +274,10 @@ async def draft_response(
         field = str(error["loc"][0]) if error["loc"] else "messages"
         param = _PARAMS.get(field, field)
         raise InvalidRequest(f"{param}: {error['msg']}", param=param) from None
-    job = ResponseJob(request, scope, items, chat, messages.origins, builder)
-    if request.store:
-        check_stored_size(job, runtime.settings.responses.max_stored_bytes)
+    job = ResponseJob(request, scope, items, chat, messages.origins, builder, continued)
+    if request.store or continued:  # what could not be stored is refused before any work
+        size = check_stored_size(job, runtime.settings.responses.max_stored_bytes)
+        await runtime.store.check_room(scope, size)
     return job
 
 
@@ -260,7 +291,8 @@ def conversation(chain: list[StoredResponse]) -> list[dict[str, Any]]:
     return items
 
 
-def check_stored_size(job: ResponseJob, limit: int) -> None:
+def check_stored_size(job: ResponseJob, limit: int) -> int:
+    """The input's size as stored, refused over ``limit``."""
     size = len(json.dumps(job.input_items, separators=(",", ":")))
     if size > limit:
         raise InvalidRequest(
@@ -268,6 +300,7 @@ def check_stored_size(job: ResponseJob, limit: int) -> None:
             "(send store: false, or raise [responses] max_stored_bytes)",
             param="store", code="request_too_large",
         )  # fmt: skip
+    return size
 
 
 async def prepare_response(job: ResponseJob, runtime: Runtime) -> list[Prepared]:
@@ -296,6 +329,17 @@ def rename(error: GatewayError, origins: list[str]) -> None:
         error.param = _PARAMS.get(head, head) + dot + rest
 
 
+async def append_turn(job: ResponseJob, final: dict[str, Any], runtime: Runtime) -> None:
+    """The request's input and the response's output, appended to its conversation."""
+    assert job.conversation_id is not None
+    turn = [*job.input_items, *final["output"]]
+    if not await runtime.store.add_items(job.conversation_id, job.scope, turn):
+        raise NotFound(
+            f"conversation '{job.conversation_id}' was deleted while this response was "
+            "generated", param="conversation",
+        )  # fmt: skip
+
+
 async def stored(
     events: AsyncIterator[Any], job: ResponseJob, runtime: Runtime
 ) -> AsyncIterator[Any]:
@@ -307,11 +351,14 @@ async def stored(
         async for item in events:
             if isinstance(item, Outcome):
                 final = builder.finish(item)
-                if job.request.store:
+                if job.request.store:  # a background run leaves a cancel as it is
                     await runtime.store.put(
                         StoredResponse(builder.id, job.scope, time.time(),
-                                       job.request.previous_response_id, final, job.input_items)
+                                       job.request.previous_response_id, final, job.input_items),
+                        keep_cancelled=bool(job.request.background),
                     )  # fmt: skip
+                if job.conversation_id is not None:
+                    await append_turn(job, final, runtime)
             else:
                 builder.add(item)
             yield item

@@ -25,12 +25,15 @@ from gateway.protocol.responses import ResponsesRequest
 __all__ = [
     "CHAT_COMPLETIONS",
     "COMPLETIONS",
+    "CONVERSATIONS",
     "INPUT_ITEMS",
+    "INPUT_TOKENS",
     "RESPONSES",
     "STORED",
     "TRANSCRIPTION",
     "build",
     "errors",
+    "with_body",
 ]
 
 _REF = "#/components/schemas/{model}"
@@ -68,11 +71,14 @@ _WHY = {
     400: "The request is invalid: a field, a media part, the body's size (`invalid_request_error`)",
     401: "Missing or wrong API key (`authentication_error`), when keys are configured",
     404: "No served model has that id (`model_not_found`), or no stored response has (`not_found`)",
-    429: "Too many requests in flight (`rate_limit_exceeded`); retry after `Retry-After`",
+    429: "Too many requests in flight (`rate_limit_exceeded`); retry after `Retry-After`; or "
+    "this API key's stored responses are at their quota (`store_quota_exceeded`)",
     500: "A bug in the gateway (`internal_error`)",
     502: "Triton accepted the request, then reported an error (`upstream_failed`)",
-    503: "Triton is not serving (`upstream_unavailable`), or a media decoding worker failed "
-    "(`media_worker_failed`, with `Retry-After`); retry later",
+    503: "Triton is not serving (`upstream_unavailable`), a media decoding worker failed "
+    "(`media_worker_failed`), or the response store cannot be reached "
+    "(`store_unavailable`), with `Retry-After`; retry later",
+    507: "The response store is full (`store_full`): its total cap or its disk",
 }
 
 
@@ -81,7 +87,7 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {str(status): {"description": _WHY[status], "content": _ERROR} for status in statuses}
 
 
-_GENERATION_ERRORS = errors(400, 401, 404, 429, 500, 502, 503)
+_GENERATION_ERRORS = errors(400, 401, 404, 429, 500, 502, 503, 507)
 
 
 def _events(data: str) -> dict[str, Any]:
@@ -183,7 +189,7 @@ RESPONSES: dict[str, Any] = {
     },
 }
 
-_STORED_ERRORS = errors(400, 401, 404, 500)
+_STORED_ERRORS = errors(400, 401, 404, 500, 503)
 
 STORED: dict[str, Any] = {
     "responses": {
@@ -192,6 +198,40 @@ STORED: dict[str, Any] = {
             "content": {"application/json": {"schema": {"type": "object"}}},
         },
         **_STORED_ERRORS,
+    },
+}
+
+CONVERSATIONS: dict[str, Any] = {
+    "responses": {
+        "200": {
+            "description": "A `conversation` object, a conversation item, a `list` of items, "
+            'or `{id, object: "conversation.deleted", deleted}`, as OpenAI\'s Conversations '
+            "API answers",
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        },
+        **errors(400, 401, 404, 429, 500, 503, 507),
+    },
+}
+
+
+def with_body(model: type[BaseModel]) -> dict[str, Any]:
+    """A Conversations operation whose request body is ``model``."""
+    body = {"required": True, "content": {"application/json": {"schema": _model(model)}}}
+    return {"requestBody": body, **CONVERSATIONS}
+
+
+INPUT_TOKENS: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": _model(ResponsesRequest)}},
+    },
+    "responses": {
+        "200": {
+            "description": '`{object: "response.input_tokens", input_tokens}`: the prompt '
+            "tokens the same `POST /v1/responses` would have, counted by the engine",
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        },
+        **errors(400, 401, 404, 429, 500, 502, 503),
     },
 }
 

@@ -1,5 +1,6 @@
-"""OpenAI's Responses API: ``POST /v1/responses`` (on the chat skeleton), and the stored
-responses: ``GET`` and ``DELETE /v1/responses/{id}``, ``GET /v1/responses/{id}/input_items``.
+"""OpenAI's Responses API: ``POST /v1/responses`` (on the chat skeleton), the stored
+responses: ``GET`` and ``DELETE /v1/responses/{id}``, ``GET /v1/responses/{id}/input_items``,
+and ``POST /v1/responses/input_tokens`` (what a request's prompt would count).
 
 Stored responses belong to the API key that created them (``auth.key_id``); another key's
 response is answered 404, as a missing one is.
@@ -14,17 +15,18 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from gateway.auth import key_id
-from gateway.errors import InvalidRequest, NotFound
+from gateway.errors import InvalidRequest, NotFound, UpstreamFailed
 from gateway.observability.record import record_of
 from gateway.pipeline.responses import (
     conversation,
     draft_response,
     echo,
+    for_counting,
     prepare_response,
     stored,
 )
 from gateway.protocol.responses import ResponsesRequest
-from gateway.routes import openapi
+from gateway.routes import background, background_stream, openapi
 from gateway.routes.answer import Answer, Events, answer, relays
 from gateway.routes.body import parse_body
 from gateway.runtime import Runtime
@@ -46,6 +48,11 @@ async def create_response(request: Request) -> Response:
     record.stream = body.stream
     builder = ResponseBuilder(new_response_id(), int(time.time()), echo(body))
 
+    if body.background:  # prepared here (so a bad request is still a 400), run detached
+        job = await draft_response(body, runtime, key_id(request.state), builder)
+        prepared = await prepare_response(job, runtime)
+        return await background.start(job, prepared, runtime, request.state.request_id, record)
+
     async def begin() -> Events:
         job = await draft_response(body, runtime, key_id(request.state), builder)
         prepared = await prepare_response(job, runtime)
@@ -60,6 +67,49 @@ async def create_response(request: Request) -> Response:
     return await answer(request, begin, ResponseEvents(builder) if body.stream else None, json_body)
 
 
+@router.post("/v1/responses/input_tokens", response_model=None, openapi_extra=openapi.INPUT_TOKENS)
+async def count_input_tokens(request: Request) -> Response:
+    """The prompt tokens the same ``POST /v1/responses`` would have, counted by the engine
+    itself: the request is prepared exactly as a create (instructions, a continued
+    conversation from the shared store, tools, images) and prefilled with one output token,
+    and the deployment's own ``num_input_tokens`` is answered. Exact for every family and
+    tokenizer, including image tokens, at the cost of one prefill (which warms the KV cache
+    for the request that follows); nothing is stored."""
+    runtime: Runtime = request.app.state.runtime
+    record = record_of(request.state)
+    body = for_counting(
+        await parse_body(request, ResponsesRequest, runtime.settings.server.max_body_bytes)
+    )
+    record.set_model(body.model, body.model in runtime.models)
+    builder = ResponseBuilder(new_response_id(), int(time.time()), echo(body))
+
+    async def begin() -> Events:
+        job = await draft_response(body, runtime, key_id(request.state), builder)
+        contract = await runtime.model(body.model).get_contract()
+        if not {"return_num_input_tokens", "num_input_tokens"} <= {
+            *contract.inputs,
+            *contract.outputs,
+        }:
+            raise InvalidRequest(
+                f"model '{body.model}' does not report prompt token counts (its Triton model "
+                "declares no return_num_input_tokens / num_input_tokens), so they cannot be "
+                "counted",
+                param="model", code="unsupported_model",
+            )  # fmt: skip
+        prepared = await prepare_response(job, runtime)
+        return relays(prepared, request.state.request_id, record)
+
+    def json_body(whole: Answer) -> Response:
+        counted = whole.total.usage.prompt_tokens
+        if counted < 1:
+            raise UpstreamFailed(
+                "this deployment does not report its prompt token count (num_input_tokens)"
+            )
+        return JSONResponse({"object": "response.input_tokens", "input_tokens": counted})
+
+    return await answer(request, begin, None, json_body)
+
+
 async def _stored(request: Request, response_id: str) -> StoredResponse:
     runtime: Runtime = request.app.state.runtime
     found = await runtime.store.get(response_id, key_id(request.state))
@@ -70,12 +120,13 @@ async def _stored(request: Request, response_id: str) -> StoredResponse:
 
 @router.get("/v1/responses/{response_id}", response_model=None, openapi_extra=openapi.STORED)
 async def get_response(request: Request, response_id: str) -> Response:
+    runtime: Runtime = request.app.state.runtime
     if request.query_params.get("stream", "false").lower() not in ("false", "0"):
-        raise InvalidRequest(
-            "replaying a stored response as a stream is not supported", param="stream",
-            code="unsupported_parameter",
+        return await background_stream.replay(
+            runtime, response_id, key_id(request.state),
+            request.query_params.get("starting_after"),
         )  # fmt: skip
-    return JSONResponse((await _stored(request, response_id)).response)
+    return JSONResponse(background.seen(await _stored(request, response_id), runtime))
 
 
 @router.delete("/v1/responses/{response_id}", response_model=None, openapi_extra=openapi.STORED)
@@ -95,32 +146,38 @@ async def list_input_items(request: Request, response_id: str) -> Response:
     """The items the response was generated from, as OpenAI lists them: those of the
     conversation it continued (inputs and outputs, as far back as they are stored), then its
     own input; newest first unless ``order=asc``."""
-    order, limit, after = _list_params(request)
+    order, limit, after = list_params(request)
     runtime: Runtime = request.app.state.runtime
     chain = await runtime.store.chain(response_id, key_id(request.state))
     if not chain:
         raise NotFound(f"No response with id '{response_id}' was found", param="response_id")
     items = [*conversation(chain[:-1]), *chain[-1].input_items]
+    return JSONResponse(paged(items, order, limit, after))
+
+
+def paged(items: list[dict[str, Any]], order: str, limit: int, after: str | None) -> dict[str, Any]:
+    """One page of ``items`` (oldest first) as OpenAI lists them: in ``order``, after the
+    item ``after``, at most ``limit``."""
     if order == "desc":
         items = items[::-1]
     if after is not None:
         ids = [item["id"] for item in items]
         if after not in ids:
-            raise InvalidRequest(f"no input item '{after}' in this response", param="after")
+            raise InvalidRequest(f"no item '{after}' in this list", param="after")
         items = items[ids.index(after) + 1 :]
     page = items[:limit]
-    return JSONResponse(
-        {
-            "object": "list",
-            "data": page,
-            "first_id": page[0]["id"] if page else None,
-            "last_id": page[-1]["id"] if page else None,
-            "has_more": len(items) > limit,
-        }
-    )
+    return {
+        "object": "list",
+        "data": page,
+        "first_id": page[0]["id"] if page else None,
+        "last_id": page[-1]["id"] if page else None,
+        "has_more": len(items) > limit,
+    }
 
 
-def _list_params(request: Request) -> tuple[str, int, str | None]:
+def list_params(request: Request) -> tuple[str, int, str | None]:
+    """``order``, ``limit`` and ``after`` of a list request, checked; ``include`` refused
+    unless it asks for what is always there (input images' URLs)."""
     query = request.query_params
     order = query.get("order", "desc")
     if order not in ("asc", "desc"):

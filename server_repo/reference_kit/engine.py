@@ -126,7 +126,7 @@ class ReferenceEngine:
             prompt = self.arch.build_prompt(self.tokenizer, request.text_input, features.slots)
         if not prompt.token_ids:
             raise InvalidRequest(f"{self.arch.name} needs an image: its prompt is the image alone")
-        self.check_length(prompt, request)
+        request = replace(request, max_tokens=self.check_length(prompt, request))
         end_id = self.eos_token_id if request.end_id is None else int(request.end_id)
         # Computed now so that what it checks (Mllama's image markers) fails the request early.
         step_inputs = self.arch.step_inputs(self.model, prompt, features)
@@ -141,13 +141,19 @@ class ReferenceEngine:
         matcher = self.grammars.matcher(request.guide_type, request.guide)
         return GuidedMask(matcher, end_id, self.eos_token_id)
 
-    def check_length(self, prompt: Prompt, request: GenerationRequest) -> None:
-        """Refuse a prompt plus ``max_tokens`` that would run past the model's positions."""
-        if len(prompt) + request.max_tokens > self.max_positions:
+    def check_length(self, prompt: Prompt, request: GenerationRequest) -> int:
+        """The tokens this request may generate: ``max_tokens``, reduced to the positions the
+        prompt leaves, as TensorRT-LLM reduces it to ``max_seq_len`` minus the prompt
+        (NVIDIA/TensorRT-LLM cpp/tensorrt_llm/batch_manager/llmRequest.cpp,
+        ``LlmRequest::validate``, commit 119c6e60e65e5ecec4e97afdb6ea584f674aed24: a warning,
+        not an error); a prompt that leaves no room is refused."""
+        room = self.max_positions - len(prompt)
+        if room < 1:
             raise InvalidRequest(
-                f"prompt ({len(prompt)} tokens) + max_tokens ({request.max_tokens}) exceeds "
-                f"the model's {self.max_positions} positions"
+                f"prompt ({len(prompt)} tokens) leaves no room in the model's "
+                f"{self.max_positions} positions"
             )
+        return min(request.max_tokens, room)
 
     def _embed(self, prompt: Prompt, features: MediaFeatures) -> torch.Tensor:
         """Text embeddings with the features spliced in; the features alone when the prompt is

@@ -48,13 +48,16 @@ class Seq2SeqEngine(ReferenceEngine):
         found = getattr(config, "max_position_embeddings", None)
         return int(found or DEFAULT_MAX_DECODER_POSITIONS)
 
-    def check_length(self, prompt: Prompt, request: GenerationRequest) -> None:
+    def check_length(self, prompt: Prompt, request: GenerationRequest) -> int:
+        """``max_tokens`` within the decoder's positions (reduced, as TensorRT-LLM does)."""
         start = len(self.decoder_start(request))
-        if start + request.max_tokens > self.max_positions:
+        room = self.max_positions - start
+        if room < 1:
             raise InvalidRequest(
-                f"decoder prompt ({start} tokens) + max_tokens ({request.max_tokens}) exceeds "
-                f"the decoder's {self.max_positions} positions"
+                f"decoder prompt ({start} tokens) leaves no room in the decoder's "
+                f"{self.max_positions} positions"
             )
+        return min(request.max_tokens, room)
 
     def decoder_start(self, request: GenerationRequest) -> list[int]:
         """``decoder_text_input`` tokenized, else the model's decoder start token."""

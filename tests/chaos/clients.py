@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
@@ -263,12 +263,21 @@ async def _wait_healthy(launched: Launched, timeout_s: float) -> None:
 
 
 @asynccontextmanager
-async def launch(server: dict[str, Any], timeout_s: float = 60.0) -> AsyncIterator[Launched]:
+async def launch(
+    server: dict[str, Any],
+    timeout_s: float = 60.0,
+    sections: dict[str, Any] | None = None,
+    wrap: Callable[[list[str]], list[str]] = list,
+) -> AsyncIterator[Launched]:
+    """The launcher with ``server`` settings and other ``sections``; ``wrap`` turns its command
+    line into the one to run (in a namespace of its own, say)."""
     port = free_loopback_port()
+    command = [sys.executable, "-m", "tests.chaos.launcher", str(port), json.dumps(server),
+               json.dumps(sections or {})]  # fmt: skip
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tests.chaos.launcher", str(port), json.dumps(server),
+        *wrap(command),
         cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-    )  # fmt: skip
+    )
     launched = Launched(process, port)
     try:
         await _wait_healthy(launched, timeout_s)

@@ -22,7 +22,11 @@ from gateway.config import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
-ENV = {"MODELS_DIR": "/srv/models", "TRITON_MODEL_REPO": "/srv/models/triton_repo"}
+ENV = {
+    "MODELS_DIR": "/srv/models",
+    "TRITON_MODEL_REPO": "/srv/models/triton_repo",
+    "POSTGRES_PASSWORD": "s3cret",
+}
 VARIABLE = re.compile(r"\$\{(?P<name>[A-Z0-9_]+)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}")
 
 
@@ -74,9 +78,11 @@ def test_schema_check_catches_mistakes() -> None:
 
 def test_required_variables_are_named() -> None:
     with pytest.raises(ValueError, match="TRITON_MODEL_REPO"):
-        compose({"MODELS_DIR": "/m"})
+        compose({"MODELS_DIR": "/m", "POSTGRES_PASSWORD": "p"})
     with pytest.raises(ValueError, match="MODELS_DIR"):
-        compose({"TRITON_MODEL_REPO": "/m/r"})
+        compose({"TRITON_MODEL_REPO": "/m/r", "POSTGRES_PASSWORD": "p"})
+    with pytest.raises(ValueError, match="POSTGRES_PASSWORD"):
+        compose({"MODELS_DIR": "/m", "TRITON_MODEL_REPO": "/m/r"})
 
 
 def test_triton_service() -> None:
@@ -103,7 +109,10 @@ def test_gateway_services() -> None:
         "dockerfile": "deploy/Dockerfile",
         "target": "gateway",
     }
-    assert gateway["depends_on"] == {"triton": {"condition": "service_healthy"}}
+    assert gateway["depends_on"] == {
+        "triton": {"condition": "service_healthy"},
+        "postgres": {"condition": "service_healthy"},
+    }
     assert gateway["command"] == [
         "serve",
         "--host",
@@ -116,7 +125,8 @@ def test_gateway_services() -> None:
     assert settings.models[0].triton_url == "triton:8001" and not settings.needs_embedded
     cpu = services["gateway-cpu"]
     assert cpu["profiles"] == ["cpu"] and cpu["build"]["target"] == "embedded"
-    assert "depends_on" not in cpu and "--config" not in cpu["command"]
+    assert cpu["depends_on"] == {"postgres": {"condition": "service_healthy"}}
+    assert "--config" not in cpu["command"]
     assert "profiles" not in gateway and "profiles" not in services["triton"]
 
 
@@ -173,3 +183,26 @@ def test_launch_script_needs_the_repository() -> None:
         check=False,
     )
     assert result.returncode != 0 and "TRITON_MODEL_REPO" in result.stderr
+
+
+def test_every_gateway_shares_the_postgres_store_on_a_read_only_root(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Stored responses live in the postgres service (one password for both sides), so the
+    gateway writes nothing outside its tmpfs and several gateway containers share them."""
+    services = compose()["services"]
+    postgres = services["postgres"]
+    assert postgres["image"] == "postgres:16"
+    assert postgres["environment"]["POSTGRES_PASSWORD"] == ENV["POSTGRES_PASSWORD"]
+    assert "pg_isready" in postgres["healthcheck"]["test"]
+    assert any(v.endswith(":/var/lib/postgresql/data") for v in postgres["volumes"])
+    gateway = services["gateway"]
+    assert gateway["read_only"] is True and gateway["tmpfs"] == ["/tmp"]
+    for name in ("gateway", "gateway-cpu"):
+        url = services[name]["environment"]["MMGW_RESPONSES__STORE_URL"]
+        assert url == "postgresql://mmgw:s3cret@postgres:5432/mmgw"
+        monkeypatch.setenv("MMGW_RESPONSES__STORE_URL", url)
+        config = ROOT / services["gateway"]["volumes"][0].split(":")[0]
+        assert load_settings(config).responses.store_url == url
+    user = postgres["environment"]
+    assert (user["POSTGRES_USER"], user["POSTGRES_DB"]) == ("mmgw", "mmgw")

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import kubernetes_validate
 import pytest
@@ -62,7 +63,7 @@ def by_kind(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, An
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
 def test_rendered_objects_match_the_kubernetes_schemas(version: str) -> None:
     objects = render()
-    assert len(objects) == 10
+    assert len(objects) == 13
     for obj in objects:
         kubernetes_validate.validate(obj, version, strict=True)
 
@@ -161,3 +162,38 @@ def test_everything_lands_in_one_namespace() -> None:
     names = {o["metadata"].get("namespace") for o in objects if o["kind"] != "Namespace"}
     assert names == {namespace["metadata"]["name"]}
     assert all(o["metadata"]["labels"]["app.kubernetes.io/part-of"] for o in objects)
+
+
+def test_every_gateway_pod_shares_the_postgres_store(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The URL comes from the Secret, names the postgres Service in the namespace with the
+    password the database is given, and the gateway's root file system stays read-only."""
+    objects = render()
+    gateway = container(by_kind(objects, "Deployment", "gateway"))
+    assert gateway["securityContext"]["readOnlyRootFilesystem"] is True
+    (url_env,) = [e for e in gateway["env"] if e["name"] == "MMGW_RESPONSES__STORE_URL"]
+    ref = url_env["valueFrom"]["secretKeyRef"]
+    secret = by_kind(objects, "Secret", ref["name"])["stringData"]
+    url = urlsplit(secret[ref["key"]])
+    postgres = by_kind(objects, "StatefulSet", "postgres")
+    service = by_kind(objects, "Service", postgres["spec"]["serviceName"])
+    namespace = postgres["metadata"]["namespace"]
+    assert url.scheme == "postgresql"
+    assert url.hostname == f"{service['metadata']['name']}.{namespace}.svc.cluster.local"
+    assert url.port == service["spec"]["ports"][0]["port"] == 5432
+    assert service["spec"]["selector"] == postgres["spec"]["template"]["metadata"]["labels"]
+    database = container(postgres)
+    env = {e["name"]: e for e in database["env"]}
+    password = env["POSTGRES_PASSWORD"]["valueFrom"]["secretKeyRef"]
+    assert password["name"] == ref["name"] and url.password == secret[password["key"]]
+    assert (url.username, url.path) == (env["POSTGRES_USER"]["value"], "/mmgw")
+    assert database["securityContext"]["readOnlyRootFilesystem"] is True
+    (claim,) = postgres["spec"]["volumeClaimTemplates"]
+    mounts = {m["name"]: m["mountPath"] for m in database["volumeMounts"]}
+    assert mounts[claim["metadata"]["name"]] == "/var/lib/postgresql/data"
+    assert env["PGDATA"]["value"].startswith(mounts[claim["metadata"]["name"]] + "/")
+    config = by_kind(objects, "ConfigMap", "gateway-config")
+    (tmp_path / "gateway.toml").write_text(config["data"]["gateway.toml"])
+    monkeypatch.setenv("MMGW_RESPONSES__STORE_URL", secret[ref["key"]])
+    assert load_settings(tmp_path / "gateway.toml").responses.store_url == secret[ref["key"]]

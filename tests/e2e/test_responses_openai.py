@@ -247,3 +247,18 @@ async def test_stored_responses_survive_a_restart_per_key(
         await as_key(url, "sk-one").responses.delete(made.id)
         with pytest.raises(openai.NotFoundError):
             await as_key(url, "sk-one").responses.retrieve(made.id)
+
+
+async def test_input_tokens_count_is_what_the_response_then_uses(client: AsyncOpenAI) -> None:
+    """client.responses.input_tokens.count, unchanged: the engine's own count (the image's
+    576 feature tokens included), equal to the usage of the same request created next."""
+    question = image_question("How many tokens is this?")
+    counted = await client.responses.input_tokens.count(
+        model="reference-llava", input=question, instructions="Answer briefly."
+    )
+    assert counted.object == "response.input_tokens" and counted.input_tokens > 576
+    created = await client.responses.create(
+        model="reference-llava", input=question, instructions="Answer briefly.",
+        max_output_tokens=2, temperature=0,
+    )  # fmt: skip
+    assert created.usage is not None and created.usage.input_tokens == counted.input_tokens

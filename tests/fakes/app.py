@@ -30,6 +30,7 @@ from PIL import Image
 from gateway.app import create_app
 from gateway.config import REFERENCE_WHISPER, EmbeddedSettings, ServedModel, Settings
 from gateway.runtime import Runtime, build_runtime
+from gateway.store import SqliteStore
 from tests.fakes.triton import FakeTriton
 from tests.fakes.vocabulary import tokenizer_file
 
@@ -117,8 +118,9 @@ class FakeGateway:
 
     async def aclose(self) -> None:
         await self.runtime.aclose()
-        folder = self.runtime.store.path.parent
-        if folder.name.startswith(STORE_PREFIX):
+        store = self.runtime.store
+        folder = store.path.parent if isinstance(store, SqliteStore) else None
+        if folder is not None and folder.name.startswith(STORE_PREFIX):
             shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -215,6 +217,7 @@ class AsgiCall:
 
 
 _ERROR_TYPES = {401: "authentication_error", 429: "rate_limit_error"}
+_CODE_TYPES = {"store_quota_exceeded": "insufficient_quota"}  # OpenAI's 429 for a quota
 
 
 def assert_openai_error(
@@ -228,7 +231,8 @@ def assert_openai_error(
     assert set(error) == {"message", "type", "param", "code"}, error
     assert isinstance(error["message"], str) and error["message"]
     default_type = "invalid_request_error" if status < 500 else "server_error"
-    assert error["type"] == _ERROR_TYPES.get(status, default_type), error
+    expected = _CODE_TYPES.get(code or "") or _ERROR_TYPES.get(status, default_type)
+    assert error["type"] == expected, error
     if code is not None:
         assert error["code"] == code, error
     return error

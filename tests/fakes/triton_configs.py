@@ -141,6 +141,7 @@ def ensemble_config(
     only: Sequence[str] | None = None,
     log_probs: bool = True,
     guided: bool = True,
+    max_seq_len: int | None = None,
 ) -> dict[str, Any]:
     """A multimodal ``ensemble`` (triton-contract.md section 2).
 
@@ -150,7 +151,8 @@ def ensemble_config(
     deployment built from an older or trimmed template); ``log_probs`` False leaves out the
     log-prob and generation-logits tensors (the benchmark's load generator has none);
     ``guided`` False leaves out the guided-decoding inputs (NVIDIA's multimodal ensemble as
-    shipped, and the load generator).
+    shipped, and the load generator); ``max_seq_len`` the engine's prompt + output limit as a
+    deployment may declare it (a model parameter).
     """
     names = {"image": image, "video": "video_bytes_input" if video else None, **SPELLINGS[spelling]}
     inputs = []
@@ -174,7 +176,10 @@ def ensemble_config(
         inputs,
         outputs,
         decoupled=decoupled,
-        parameters={"tokens_per_block": str(tokens_per_block)},
+        parameters={
+            "tokens_per_block": str(tokens_per_block),
+            **({"max_seq_len": str(max_seq_len)} if max_seq_len else {}),
+        },
     )
 
 
@@ -207,7 +212,7 @@ def default_configs() -> list[dict[str, Any]]:
         ),
         ensemble_config("ensemble_blip2", image="image_input", spelling="current"),
         ensemble_config("ensemble_unguided", image="image_bytes_input", guided=False),
-        ensemble_config("ensemble_minimal", image=None, only=_MINIMAL),
+        ensemble_config("ensemble_minimal", image=None, only=_MINIMAL, max_seq_len=2048),
         ensemble_config("ensemble_unary", image=None, decoupled=False, only=_MINIMAL),
         whisper_direct_config("whisper"),
     ]

@@ -72,12 +72,19 @@ async def test_max_tokens_cuts_the_answer_with_finish_reason_length(
     assert fake.requests[0].scalar("max_tokens") == 3
 
 
-async def test_without_max_tokens_the_models_default_is_sent(
+async def test_without_max_tokens_the_engine_may_run_to_its_room(
     http: httpx.AsyncClient, fake: FakeTriton, gateway: FakeGateway
 ) -> None:
-    await http.post(URL, json=chat())
-    default = gateway.runtime.models["fake-llava"].config.default_max_tokens
-    assert fake.requests[0].scalar("max_tokens") == default
+    """No small default (it was 256): the server cap where the engine's length is unknown;
+    its max_seq_len where the deployment declares one (TensorRT-LLM reduces it to what the
+    prompt leaves); a long answer then ends 'stop', not 'length'."""
+    fake.script.tokens = tuple(f" w{i}" for i in range(300))
+    reply = (await http.post(URL, json=chat())).json()
+    assert fake.requests[0].scalar("max_tokens") == gateway.runtime.settings.generation.max_tokens
+    assert reply["choices"][0]["finish_reason"] == "stop"
+    assert reply["usage"]["completion_tokens"] == 300
+    await http.post(URL, json=chat(model="fake-minimal"))
+    assert fake.requests[1].scalar("max_tokens") == 2048  # the model's max_seq_len parameter
 
 
 @pytest.mark.parametrize(("model", "per_block"), [("fake-llava", 16), ("fake-onevision", 64)])

@@ -46,6 +46,16 @@ OPERATIONS = {
     ("GET", "/v1/responses/{response_id}"): 10,
     ("DELETE", "/v1/responses/{response_id}"): 10,
     ("GET", "/v1/responses/{response_id}/input_items"): 20,
+    ("POST", "/v1/responses/input_tokens"): 40,
+    ("POST", "/v1/responses/{response_id}/cancel"): 10,
+    ("POST", "/v1/conversations"): 30,
+    ("GET", "/v1/conversations/{conversation_id}"): 10,
+    ("POST", "/v1/conversations/{conversation_id}"): 10,
+    ("DELETE", "/v1/conversations/{conversation_id}"): 10,
+    ("GET", "/v1/conversations/{conversation_id}/items"): 10,
+    ("POST", "/v1/conversations/{conversation_id}/items"): 20,
+    ("GET", "/v1/conversations/{conversation_id}/items/{item_id}"): 10,
+    ("DELETE", "/v1/conversations/{conversation_id}/items/{item_id}"): 10,
     ("POST", "/v1/audio/transcriptions"): 150,
     ("POST", "/v1/audio/translations"): 100,
     ("GET", "/v1/models"): 10,
@@ -171,7 +181,7 @@ def fuzz_params() -> list[Any]:
     params = []
     for method, path in OPERATIONS:
         modes = [GenerationMode.POSITIVE]
-        if method == "POST":
+        if method == "POST" and not path.endswith("/cancel"):  # a body to get wrong
             modes.append(GenerationMode.NEGATIVE)
         for mode in modes:
             params.append(pytest.param(method, path, mode, id=f"{method} {path} {mode.value}"))
@@ -281,7 +291,7 @@ def steer(case: schemathesis.Case, data: st.DataObject) -> None:
         for name in ("logprobs", "suffix", "best_of", "logit_bias"):
             body.pop(name, None)
         return
-    if case.path == "/v1/responses":
+    if case.path in ("/v1/responses", "/v1/responses/input_tokens"):
         body["model"] = data.draw(st.sampled_from([*SERVED, original]), "model")
         if data.draw(MOSTLY, "own input"):
             body["input"] = data.draw(responses_input(), "input")
@@ -296,7 +306,7 @@ def steer(case: schemathesis.Case, data: st.DataObject) -> None:
         if data.draw(MOSTLY, "leave out refused fields"):
             for name in REFUSED:
                 body.pop(name, None)
-    else:
+    elif case.path.startswith("/v1/audio/"):
         models = ["fake-whisper", "fake-whisper", "fake-llava", original]
         body["model"] = data.draw(st.sampled_from(models), "model")
         if data.draw(st.booleans(), "real clip"):

@@ -280,3 +280,46 @@ async def test_audio_goes_to_a_speech_model(
         assert reply.status_code == 200, reply.text
         final = events(reply.text)[-1]["response"] if stream else reply.json()
         assert final["output"][0]["content"][0]["text"] == fake.script.transcript.strip()
+
+
+async def test_a_long_answer_with_no_limit_is_completed_not_cut(
+    http: httpx.AsyncClient, fake: FakeTriton
+) -> None:
+    """No gateway default cuts it (it was 256 tokens, reported 'incomplete'); only the client's
+    own max_output_tokens makes it incomplete."""
+    fake.script.tokens = tuple(f" w{i}" for i in range(300))
+    reply = (await http.post(URL, json=ask())).json()
+    assert reply["status"] == "completed" and reply["incomplete_details"] is None
+    assert reply["usage"]["output_tokens"] == 300
+    cut = (await http.post(URL, json=ask(max_output_tokens=10))).json()
+    assert cut["status"] == "incomplete"
+    assert cut["incomplete_details"] == {"reason": "max_output_tokens"}
+
+
+async def test_input_tokens_are_the_engines_own_count_of_the_same_request(
+    http: httpx.AsyncClient, fake: FakeTriton
+) -> None:
+    """POST /v1/responses/input_tokens prepares the request as a create would (the continued
+    conversation included) and answers the deployment's num_input_tokens; nothing is stored."""
+    first = (await http.post(URL, json=ask("first question"))).json()
+    fake.requests.clear()
+    body = {"model": "fake-llava", "input": "and then?", "previous_response_id": first["id"],
+            "instructions": "Be brief."}  # fmt: skip
+    counted = await http.post(f"{URL}/input_tokens", json=body)
+    assert counted.status_code == 200, counted.text
+    (sent,) = fake.requests
+    assert counted.json() == {
+        "object": "response.input_tokens",
+        "input_tokens": len(sent.scalar("text_input").encode()),  # the fake counts bytes
+    }
+    assert sent.scalar("max_tokens") == 1  # a prefill, not an answer
+    prompt = sent.scalar("text_input")
+    assert "Be brief." in prompt and "first question" in prompt and "and then?" in prompt
+    created = (await http.post(URL, json=body)).json()
+    assert created["usage"]["input_tokens"] == counted.json()["input_tokens"]
+    missing = await http.post(f"{URL}/input_tokens", json={**body, "previous_response_id": "r"})
+    assert missing.status_code == 400
+    fake.requests.clear()
+    uncounted = await http.post(f"{URL}/input_tokens", json={"model": "fake-minimal", "input": "x"})
+    assert uncounted.status_code == 400 and uncounted.json()["error"]["param"] == "model"
+    assert not fake.requests  # a deployment that cannot count is refused before any work

@@ -21,8 +21,8 @@ PDF = "data:application/pdf;base64,JVBERi0xLjQK"
 @pytest.mark.parametrize(
     ("fields", "param"),
     [
-        ({"background": True}, "background"),
-        ({"conversation": "conv_1"}, "conversation"),
+        ({"background": True, "store": False}, "background"),
+        ({"conversation": "conv_1", "previous_response_id": "resp_1"}, "conversation"),
         ({"truncation": "auto"}, "truncation"),
         ({"reasoning": {"effort": "high"}}, "reasoning"),
         ({"prompt": {"id": "pmpt_1"}}, "prompt"),

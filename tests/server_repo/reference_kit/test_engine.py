@@ -27,7 +27,6 @@ def _prompt_len(engine: ReferenceEngine, text: str) -> int:
         ({"images": np.zeros((1, 3, 336, 336), np.int32)}, "float16"),
         ({"images": np.zeros((1, 3, 224, 224), np.float16)}, "336"),
         ({"video": np.zeros((2, 8, 8, 3), np.uint8)}, "not supported"),
-        ({"max_tokens": 5000}, "positions"),
         ({"beam_width": 2}, "beam_width"),
         ({"top_p": 1.5}, "top_p"),
     ],
@@ -105,3 +104,13 @@ def test_concurrent_generations_match_sequential(llava_engine: ReferenceEngine) 
     with ThreadPoolExecutor(2) as pool:
         concurrent = [c.token_ids for c in pool.map(llava_engine.complete, requests)]
     assert concurrent == sequential
+
+
+def test_max_tokens_past_the_positions_is_reduced_to_what_the_prompt_leaves(
+    llava_engine: ReferenceEngine,
+) -> None:
+    """As TensorRT-LLM's LlmRequest::validate does (a warning there, not an error)."""
+    prepared = llava_engine.prepare(GenerationRequest("q", max_tokens=50_000))
+    room = llava_engine.max_positions - len(prepared.prompt)
+    assert prepared.request.max_tokens == room
+    assert llava_engine.prepare(GenerationRequest("q", max_tokens=7)).request.max_tokens == 7
