@@ -46,6 +46,7 @@ An error with ``retry_after_s`` set is answered with a ``Retry-After`` header.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 
@@ -238,6 +239,32 @@ class UpstreamUnavailable(UpstreamError):
 
     default_code = "upstream_unavailable"
     retry_after_s = 1
+
+
+class ShuttingDown(UpstreamUnavailable):
+    """The gateway is stopping; the client should retry (elsewhere or shortly)."""
+
+    default_code = "server_shutting_down"
+
+
+# The message the graceful stop cancels a running request with (``drain.py``): the relay reads
+# it as ``ShuttingDown``, so each endpoint ends its stream with its own failure events.
+SHUTDOWN = "server_shutting_down"
+
+
+def shutting_down() -> ShuttingDown:
+    return ShuttingDown("the server is shutting down; retry shortly")
+
+
+def shutdown_of(cancel: asyncio.CancelledError) -> ShuttingDown | None:
+    """The ``ShuttingDown`` a cancellation stands for (the drain's), with the task's cancel
+    request taken back so the stream can still write its end; None for any other cancel."""
+    if cancel.args[:1] != (SHUTDOWN,):
+        return None
+    uncancel = getattr(asyncio.current_task(), "uncancel", None)  # Python 3.11+
+    if uncancel is not None:
+        uncancel()
+    return shutting_down()
 
 
 class UpstreamLost(UpstreamUnavailable):

@@ -15,14 +15,13 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
 from gateway.errors import GatewayError, InvalidRequest, NotFound
-from gateway.families.calls import Outcome
+from gateway.families.events import Done, Relay
 from gateway.pipeline.chat import prepare_chat
 from gateway.pipeline.generation import VLLM_EXTENSIONS
 from gateway.pipeline.relay import Prepared
@@ -340,17 +339,15 @@ async def append_turn(job: ResponseJob, final: dict[str, Any], runtime: Runtime)
         )  # fmt: skip
 
 
-async def stored(
-    events: AsyncIterator[Any], job: ResponseJob, runtime: Runtime
-) -> AsyncIterator[Any]:
-    """The relay's items, each added to the response first; at the end the response is
-    stored (when asked) before its outcome goes on, so it can be read or continued as soon as
+async def stored(events: Relay, job: ResponseJob, runtime: Runtime) -> Relay:
+    """The relay's events, each added to the response first; at the end the response is
+    stored (when asked) before its ``Done`` goes on, so it can be read or continued as soon as
     the client has it."""
     builder = job.builder
     try:
-        async for item in events:
-            if isinstance(item, Outcome):
-                final = builder.finish(item)
+        async for event in events:
+            if isinstance(event, Done):
+                final = builder.finish(event.outcome)
                 if job.request.store:  # a background run leaves a cancel as it is
                     await runtime.store.put(
                         StoredResponse(builder.id, job.scope, time.time(),
@@ -360,7 +357,7 @@ async def stored(
                 if job.conversation_id is not None:
                     await append_turn(job, final, runtime)
             else:
-                builder.add(item)
-            yield item
+                builder.add(event)
+            yield event
     finally:
-        await events.aclose()  # type: ignore[attr-defined]
+        await events.aclose()
