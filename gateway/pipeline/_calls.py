@@ -26,7 +26,7 @@ from gateway.observability.record import RequestRecord
 from gateway.pipeline._watchdog import SilenceWatch, as_timeout
 from gateway.streaming.text import CumulativeToDelta, StrippedDeltas
 from gateway.triton.backend import Route
-from gateway.triton.responses import output_arrays, text_response, token_scores
+from gateway.triton.outputs import output_arrays, text_response, token_scores
 from gateway.triton.tensors import named_inputs
 
 if TYPE_CHECKING:

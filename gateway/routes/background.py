@@ -27,7 +27,7 @@ from gateway.auth import key_id
 from gateway.errors import GatewayError, InvalidRequest, NotFound, StoreError
 from gateway.observability.record import RequestRecord
 from gateway.pipeline.relay import Prepared
-from gateway.pipeline.responses import ResponseJob, stored
+from gateway.pipeline.responses_job import ResponseJob, stored
 from gateway.routes import background_stream, openapi
 from gateway.routes.answer import collect, relays
 from gateway.runtime import Runtime

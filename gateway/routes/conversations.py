@@ -5,7 +5,7 @@
 A conversation belongs to the API key that created it (another key's is answered 404, as a
 missing one is) and lives in the response store, so every gateway sharing the store serves it.
 ``POST /v1/responses`` with ``conversation`` reads its items as context and appends the
-request's input and the response's output (``pipeline/responses.py``). Items are kept as sent
+request's input and the response's output (``pipeline/responses_job.py``). Items are kept as sent
 (an image's ``data:`` URL is its bytes), so the next turn's image has the same content id and
 hits the KV cache.
 """

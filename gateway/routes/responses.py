@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse, Response
 from gateway.auth import key_id
 from gateway.errors import InvalidRequest, NotFound, UpstreamFailed
 from gateway.observability.record import record_of
-from gateway.pipeline.responses import (
+from gateway.pipeline.responses_job import (
     conversation,
     draft_response,
     echo,
@@ -31,7 +31,7 @@ from gateway.routes.answer import Answer, Events, answer, relays
 from gateway.routes.body import parse_body
 from gateway.runtime import Runtime
 from gateway.store import StoredResponse
-from gateway.streaming.responses import ResponseBuilder, ResponseEvents, new_response_id
+from gateway.streaming.response_events import ResponseBuilder, ResponseEvents, new_response_id
 
 router = APIRouter()
 

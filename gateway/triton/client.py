@@ -29,7 +29,7 @@ from tritonclient.utils import InferenceServerException
 from gateway.errors import GatewayError, InvalidRequest, UpstreamFailed, UpstreamUnavailable
 from gateway.triton.backend import Route
 from gateway.triton.contract import ModelContract, parse_model_config
-from gateway.triton.responses import is_final
+from gateway.triton.outputs import is_final
 
 # Triton reports model-side validation failures only as text; these mark the caller's fault.
 _CLIENT_FAULT = re.compile(

@@ -30,7 +30,7 @@ from gateway.protocol.chat import ChatCompletionRequest
 from gateway.protocol.responses import FunctionTool, ResponsesRequest
 from gateway.runtime import Runtime
 from gateway.store import StoredResponse
-from gateway.streaming.responses import ResponseBuilder
+from gateway.streaming.response_events import ResponseBuilder
 
 # include values: the input images' URLs are always listed; the others need what is not here.
 LOGPROBS = "message.output_text.logprobs"

@@ -18,7 +18,7 @@ from gateway.families.calls import Outcome, TokenLogprob
 from gateway.families.events import Done, RelayEvent, TextDelta, ToolCallPiece
 from gateway.families.tool_formats.base import ToolCallDelta
 from gateway.protocol.common import UsageCounts
-from gateway.streaming.responses import ResponseBuilder, ResponseEvents
+from gateway.streaming.response_events import ResponseBuilder, ResponseEvents
 from gateway.streaming.sse import stream_events
 
 EVENT = TypeAdapter(ResponseStreamEvent)
