@@ -18,6 +18,7 @@ caller offloads it to a media worker, under its memory cap and time budget.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -38,7 +39,7 @@ __all__ = ["decode_frame_list"]
 
 def decode_frame_list(
     frames: FrameList, limits: VideoLimits, sampling: FrameSampling
-) -> np.ndarray:
+) -> np.ndarray[Any, Any]:
     """Sampled frames as uint8 ``[frames, H, W, 3]`` RGB.
 
     Raises MediaURLError (``invalid_video_url``: an empty or non-base64 frame),
@@ -106,7 +107,7 @@ def _decode(data: bytes, index: int, count: int, limits: ImageLimits) -> Image.I
         raise
 
 
-def _rgb(image: Image.Image, width: int, height: int) -> np.ndarray:
+def _rgb(image: Image.Image, width: int, height: int) -> np.ndarray[Any, Any]:
     if image.size != (width, height):
         image = image.resize((width, height), Image.Resampling.BICUBIC)
     return np.asarray(image, dtype=np.uint8)

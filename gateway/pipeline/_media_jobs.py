@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +37,7 @@ class DigestInputs:
     kind: str
     salt: str = ""
 
-    def digest(self, arrays: list[np.ndarray]) -> bytes:
+    def digest(self, arrays: list[np.ndarray[Any, Any]]) -> bytes:
         return content_digest(
             model=self.model,
             options=self.options,
@@ -50,7 +51,7 @@ class DigestInputs:
 class PreparedItem:
     """One item ready for the family's tensor, and what it cost in the worker."""
 
-    array: np.ndarray
+    array: np.ndarray[Any, Any]
     decode_s: float
     preprocess_s: float
     pixels: int  # decoded pixels (width x height, summed over frames); 0 for audio

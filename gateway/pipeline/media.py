@@ -62,12 +62,12 @@ class PreparedMedia:
     """A request's media, ready for its family: the image or video tensor (by name) with its
     KV-reuse id, or an audio clip's samples (16 kHz mono float32) for a speech family."""
 
-    tensor: tuple[str, np.ndarray] | None
+    tensor: tuple[str, np.ndarray[Any, Any]] | None
     extra_id: int | None  # None: a 64-bit collision, so this request goes without reuse
     items: int
     # (tensor name, array) of the original image sizes, for families whose encoder needs them.
-    image_sizes: tuple[str, np.ndarray] | None = None
-    samples: np.ndarray | None = None
+    image_sizes: tuple[str, np.ndarray[Any, Any]] | None = None
+    samples: np.ndarray[Any, Any] | None = None
 
 
 def _accepts(family: Family, kind: MediaKind) -> bool:
@@ -189,14 +189,14 @@ async def prepare_media(
 
 async def _stack(
     family: Family, items: Sequence[PreparedItem], video: bool, digest: DigestInputs
-) -> tuple[np.ndarray, bytes]:
+) -> tuple[np.ndarray[Any, Any], bytes]:
     """The family's tensor and the content digest. A small single image is stacked here on
     the loop (one copy of well under a millisecond costs less than a hop to a thread and
     back); anything larger, and the hashing of several items, in a thread."""
     arrays = [item.array for item in items]
     hashed = items[0].digest if len(items) == 1 else None
 
-    def work() -> tuple[np.ndarray, bytes]:
+    def work() -> tuple[np.ndarray[Any, Any], bytes]:
         tensor = family.stack_video(arrays[0]) if video else family.stack_images(arrays)
         return tensor, hashed if hashed is not None else digest.digest(arrays)
 
@@ -222,7 +222,7 @@ async def _prepare_audio(parts: Sequence[MediaPart], runtime: Runtime) -> Prepar
     return PreparedMedia(None, None, 1, samples=item.array)
 
 
-async def decode_upload(data: bytes, runtime: Runtime) -> np.ndarray:
+async def decode_upload(data: bytes, runtime: Runtime) -> np.ndarray[Any, Any]:
     """An uploaded audio file -> 16 kHz mono samples, in the offload pool, within the limits."""
     metrics = runtime.metrics
     metrics.media_fetched("audio", 0.0, len(data))  # an upload: its bytes are already here

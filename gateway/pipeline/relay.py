@@ -90,7 +90,7 @@ def prepared(
 async def family_plan(
     served: ServedRuntime,
     draft: GenerationRequest,
-    audio: np.ndarray | None = None,
+    audio: np.ndarray[Any, Any] | None = None,
     speech: SpeechOptions | None = None,
 ) -> Plan:
     """The family's plan; off the event loop when there is audio to window and featurise."""

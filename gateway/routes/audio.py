@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
@@ -41,7 +42,7 @@ async def translations(request: Request) -> Response:
     return await _serve(request, "translate")
 
 
-def _validate(fields: dict) -> TranscriptionRequest:
+def _validate(fields: dict[str, Any]) -> TranscriptionRequest:
     for name in UNSUPPORTED_FIELDS:
         if name in fields:
             raise InvalidRequest(

@@ -17,7 +17,7 @@ tritonclient, and the unary calls (health, model config) still use its client.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
 import grpc
@@ -126,7 +126,7 @@ class TritonClient:
         request_id: str,
         outputs: Sequence[str] = (),
         route: Route | None = None,
-    ) -> AsyncIterator[service_pb2.ModelInferResponse]:
+    ) -> AsyncGenerator[service_pb2.ModelInferResponse, None]:
         """The raw responses of one request until its final one; cancels the call if left
         early. ``outputs`` names the outputs to ask for (default: all the model declares);
         ``route`` is for replica sets (one server has nowhere else to send it)."""

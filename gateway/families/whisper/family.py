@@ -175,7 +175,7 @@ class Whisper(Family):
     def plan(
         self,
         draft: GenerationRequest,
-        audio: np.ndarray | None = None,
+        audio: np.ndarray[Any, Any] | None = None,
         speech: SpeechOptions | None = None,
     ) -> Plan:
         """One call per window of the clip (after a language guess when none was given)."""
@@ -206,7 +206,7 @@ class Whisper(Family):
     def _windows_plan(
         self,
         draft: GenerationRequest,
-        audio: np.ndarray,
+        audio: np.ndarray[Any, Any],
         windows: tuple[Window, ...],
         speech: SpeechOptions,
         max_tokens: int | None,
@@ -240,7 +240,7 @@ class Whisper(Family):
     def _window_call(
         self,
         draft: GenerationRequest,
-        samples: np.ndarray,
+        samples: np.ndarray[Any, Any],
         window: Window,
         prompt: tuple[int, ...],
         tokenizer: WhisperTokenizer | None,
@@ -266,7 +266,7 @@ class Whisper(Family):
             draft.sampling,
         )
 
-    def _language_probe(self, samples: np.ndarray) -> NamedCall:
+    def _language_probe(self, samples: np.ndarray[Any, Any]) -> NamedCall:
         """Whisper's own language guess: one token after ``<|startoftranscript|>``."""
         tokenizer = self.spec.tokenizer()
         features = to_encoder_input(log_mel(samples, self.spec.options.n_mels))

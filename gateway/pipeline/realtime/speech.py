@@ -8,6 +8,7 @@ prompt and streaming all apply; only the decoding differs (the session's PCM str
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
+from typing import Any
 
 import numpy as np
 from typing_extensions import assert_never
@@ -57,7 +58,7 @@ async def check(runtime: Runtime, config: SessionConfig) -> TranscriptionJob:
 
 
 async def transcribe(
-    runtime: Runtime, config: SessionConfig, samples: np.ndarray, request_id: str
+    runtime: Runtime, config: SessionConfig, samples: np.ndarray[Any, Any], request_id: str
 ) -> AsyncGenerator[str | Outcome, None]:
     """The utterance's text as Triton writes it (int16 ``samples`` at 16 kHz), then the
     ``Outcome``. Closing the iterator cancels the Triton requests."""
