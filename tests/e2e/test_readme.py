@@ -11,6 +11,7 @@ which CI runs itself.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import shutil
@@ -27,7 +28,8 @@ from gateway.config import EmbeddedSettings, Settings, default_models, load_sett
 from gateway.triton.embedded import EmbeddedTriton
 from tests.live_gateway import serving
 
-pytestmark = pytest.mark.e2e
+# The first example may pay for the session's Triton start on a loaded machine.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -95,9 +97,10 @@ async def default_gateway(
         yield url
 
 
-def run(command: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        command, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False
+async def run(command: list[str]) -> subprocess.CompletedProcess[str]:
+    """In a thread: the gateway answering the example runs on this test's event loop."""
+    return await asyncio.to_thread(
+        subprocess.run, command, cwd=ROOT, capture_output=True, text=True, timeout=300
     )
 
 
@@ -112,9 +115,9 @@ async def test_example(example: Example, default_gateway: str, tmp_path: Path) -
     if example.language == "bash":
         if "curl " in code and shutil.which("curl") is None:
             pytest.skip("curl is not installed")
-        done = run(["bash", "-euo", "pipefail", "-c", code])
+        done = await run(["bash", "-euo", "pipefail", "-c", code])
     else:
-        done = run([sys.executable, "-c", code])
+        done = await run([sys.executable, "-c", code])
     assert done.returncode == 0, f"{example.where}:\n{done.stdout}\n{done.stderr}"
     assert done.stdout.strip(), f"{example.where} printed nothing"
     if done.stdout.lstrip().startswith("{"):
