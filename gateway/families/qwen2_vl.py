@@ -19,7 +19,12 @@ import numpy as np
 from PIL import Image
 
 from gateway.families._pixels import convert_rgb
-from gateway.families.base import Conversation, Family, require_final_user_turn
+from gateway.families.base import (
+    ONE_RAW_IMAGE,
+    Conversation,
+    Family,
+    require_final_user_turn,
+)
 from gateway.families.tool_formats.registry import HERMES
 
 SIDE = 504
@@ -31,6 +36,8 @@ class Qwen2VL(Family):
     tool_format = HERMES
     image_tensor = "image_bytes_input"
     image_decode_size = (SIDE, SIDE)
+    max_images = 1
+    image_limit_reason = ONE_RAW_IMAGE
     features_per_image = 324  # (504 / 14)^2 / (2 x 2 merge)
     default_end_id = 151645  # <|im_end|>
     supports_extra_id = False

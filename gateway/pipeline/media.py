@@ -95,6 +95,7 @@ def check_media(parts: Sequence[MediaPart], served: ServedRuntime, limits: Media
             param="messages",
             code="unsupported_content_part",
         )
+    _check_family_images(parts, served)
     for kind in kinds:
         count = sum(1 for part in parts if part.kind == kind)
         _check_carried(kind, count, served)
@@ -107,6 +108,22 @@ def check_media(parts: Sequence[MediaPart], served: ServedRuntime, limits: Media
                 f"{limit} per request",
                 param="messages",
             )
+
+
+def _check_family_images(parts: Sequence[MediaPart], served: ServedRuntime) -> None:
+    """Refuse images past the family's own limit, naming the first part over it and why the
+    limit exists (NVIDIA's preprocessing reads one raw image per request for some families)."""
+    family = served.family
+    limit = family.image_limit()
+    images = [part for part in parts if part.kind == "image"]
+    if limit is None or len(images) <= limit:
+        return
+    first_over = images[limit].where
+    raise TooManyMediaItems(
+        f"{first_over} is image {limit + 1} of this request; "
+        f"{family.image_limit_message(len(images))}",
+        param=first_over,
+    )
 
 
 def _check_carried(kind: MediaKind, count: int, served: ServedRuntime) -> None:
