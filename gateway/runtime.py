@@ -234,6 +234,10 @@ async def build_runtime(
             served, family, client, tokenizer_path=tokenizer, lora=ledger
         )
     for served_runtime in models.values():
+        family = served_runtime.family
+        log.info(
+            "model %s (family %s): %s", served_runtime.config.id, family.name, family.server_side()
+        )
         try:
             await served_runtime.get_contract()
         except GatewayError as exc:

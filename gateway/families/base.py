@@ -30,6 +30,10 @@ ImageTensorName = Literal["image_input", "image_bytes_input"]
 # Video goes as raw frames (``video_bytes_input``) or, for Video-NeVA, as preprocessed frames
 # in ``image_input`` (the encoder treats frames as images).
 VideoTensorName = Literal["video_bytes_input", "image_input"]
+# NVIDIA's multimodal preprocessing (tensorrtllm_backend all_models/inflight_batcher_llm/
+# preprocessing, then TensorRT-LLM triton_backend/all_models from v0.20): the release that
+# first serves a model type (its supported list in v0.13.0, v0.15.0, v0.16.0, v0.19.0).
+NVIDIA_PREPROCESSING = "NVIDIA's Triton multimodal preprocessing (tensorrtllm_backend {since} on)"
 # The inputs of TensorRT-LLM's text contract, without which no text family can be served.
 TEXT_CONTRACT_INPUTS = ("text_input", "max_tokens")
 # NVIDIA's preprocessing (tensorrtllm_backend all_models/inflight_batcher_llm/preprocessing/1/
@@ -136,6 +140,12 @@ class Family:
     # The name the deployment gives the original image sizes, for families whose encoder
     # output depends on them (LLaVA-NeXT unpadding, Phi-3-vision crops); sent when declared.
     image_sizes_tensor: ClassVar[str | None] = None
+    # The Triton server side NVIDIA ships for this family (docs/families.md): where and since
+    # which release its preprocessing serves it; None where NVIDIA ships none, and then what
+    # the deployment must provide itself (``deployment_must_provide``). Shown in /v1/models
+    # and logged at start-up.
+    nvidia_server_side: ClassVar[str | None] = None
+    deployment_must_provide: ClassVar[str] = ""
     # How this family's checkpoints write tools, calls and results (``tool_formats/``);
     # None: a request with tools is refused.
     tool_format: ClassVar[ToolFormat | None] = None
@@ -155,6 +165,13 @@ class Family:
     def bind(self, declared: frozenset[str], model_name: str) -> None:
         """Called once the deployment's inputs are known (a family with several contracts
         picks one here); the text contract's inputs were checked already."""
+
+    def server_side(self) -> str:
+        """One line on the server side this family relies on, for /v1/models and the log."""
+        if self.nvidia_server_side:
+            return self.nvidia_server_side
+        must = self.deployment_must_provide
+        return f"no NVIDIA Triton server side; the deployment provides {must}"
 
     def check_deployment(self, parameters: Mapping[str, str], model_name: str) -> None:
         """Called once the deployment's config parameters are known: refuse a deployment that

@@ -22,7 +22,12 @@ from gateway.families._pixels import (
     preprocess,
     to_fp16_batch,
 )
-from gateway.families.base import Conversation, Family, require_final_user_turn
+from gateway.families.base import (
+    NVIDIA_PREPROCESSING,
+    Conversation,
+    Family,
+    require_final_user_turn,
+)
 
 OPT_NEWLINE = 50118  # "\n" (GPT-2's "Ċ") in OPT's vocabulary
 BLIP2_224 = PixelSpec(
@@ -49,6 +54,7 @@ def render_question_answer(conversation: Conversation) -> str:
 
 class Blip2Opt(Family):
     name = "blip2_opt"
+    nvidia_server_side = NVIDIA_PREPROCESSING.format(since="v0.13.0")
     image_tensor = "image_input"
     image_decode_size = (224, 224)
     features_per_image = 32  # the Q-Former's query tokens

@@ -55,6 +55,10 @@ SQUARE_490_CLIP = PixelSpec(
 
 class CogVLM(Family):
     name = "cogvlm"
+    deployment_must_provide = (
+        "a preprocessing that computes CogVLM's position ids, declaring the "
+        "parameter cogvlm_position_ids = server"
+    )
     image_tensor = "image_input"
     image_decode_size = (490, 490)
     features_per_image = 1280  # 1225 + boi/eoi, rounded up as the guide builds the engine

@@ -63,6 +63,10 @@ def preprocess_fuyu(image: Image.Image) -> np.ndarray:
 
 class Fuyu(Family):
     name = "fuyu"
+    deployment_must_provide = (
+        "a preprocessing that lays out Fuyu's patch placeholders (a newline per row), "
+        "BOS, the text and the answer marker, as FuyuProcessor does"
+    )
     image_tensor = "image_input"
     features_per_image = 36 * 65  # 1080 x 1920: 36 rows of 64 patches, a newline per row
     max_images = 1

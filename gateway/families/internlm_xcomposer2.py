@@ -38,6 +38,10 @@ META_INSTRUCTION = "You are an AI assistant whose name is InternLM-XComposer (æµ
 
 class InternLMXComposer2(Family):
     name = "internlm_xcomposer2"
+    deployment_must_provide = (
+        "the guide's community templates (Howe-Young/tensorrtllm_backend "
+        "all_models/internlm_xcomposer2): <ImageHere> split, ViT run"
+    )
     image_tensor = "image_input"
     image_decode_size = (490, 490)
     features_per_image = 1225

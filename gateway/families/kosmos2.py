@@ -50,6 +50,10 @@ def render_completion(conversation: Conversation, default: str) -> str:
 
 class Kosmos2(Family):
     name = "kosmos2"
+    deployment_must_provide = (
+        "a preprocessing that writes '<image>' + 64 features + '</image>' before "
+        "the text, as Kosmos2Processor does"
+    )
     image_tensor = "image_input"
     image_decode_size = (224, 224)
     features_per_image = 64  # the image-to-text projection's latent queries

@@ -17,6 +17,7 @@ from PIL import Image
 
 from gateway.families._pixels import resize_to_fit
 from gateway.families.base import (
+    NVIDIA_PREPROCESSING,
     ONE_RAW_IMAGE,
     Conversation,
     Family,
@@ -32,6 +33,7 @@ END_OF_TURN = "<|im_end|>"
 
 class LlavaOnevision(Family):
     name = "llava_onevision"
+    nvidia_server_side = NVIDIA_PREPROCESSING.format(since="v0.16.0")
     tool_format = HERMES
     image_tensor = "image_bytes_input"
     video_tensor = "video_bytes_input"

@@ -27,6 +27,7 @@ from PIL import Image
 from gateway.errors import InvalidRequest
 from gateway.families._pixels import resize_to_fit
 from gateway.families.base import (
+    NVIDIA_PREPROCESSING,
     ONE_RAW_IMAGE,
     Conversation,
     Family,
@@ -58,6 +59,7 @@ def _header(role: str) -> str:
 
 class Mllama(Family):
     name = "mllama"
+    nvidia_server_side = NVIDIA_PREPROCESSING.format(since="v0.15.0")
     tool_format: ClassVar[ToolFormat | None] = LLAMA3_JSON
     image_tensor = "image_bytes_input"
     max_images = 1

@@ -28,6 +28,7 @@ TURN = "<extra_id_1>"
 
 class Neva(Family):
     name = "neva"
+    deployment_must_provide = "a preprocessing that places the image features where <image> stands"
     image_tensor = "image_input"
     image_decode_size = (384, 384)
     features_per_image = 729

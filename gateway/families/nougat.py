@@ -86,6 +86,10 @@ def preprocess_page(image: Image.Image) -> np.ndarray:
 
 class Nougat(Family):
     name = "nougat"
+    deployment_must_provide = (
+        "an encoder-decoder deployment taking decoder_text_input (tokenized without "
+        "special tokens) as the decoder start"
+    )
     image_tensor = "image_input"
     features_per_image = 588  # (896 / 32) x (672 / 32) Swin output positions
     requires_image = True

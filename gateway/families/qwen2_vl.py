@@ -20,6 +20,7 @@ from PIL import Image
 
 from gateway.families._pixels import convert_rgb
 from gateway.families.base import (
+    NVIDIA_PREPROCESSING,
     ONE_RAW_IMAGE,
     Conversation,
     Family,
@@ -33,6 +34,7 @@ END_OF_TURN = "<|im_end|>"
 
 class Qwen2VL(Family):
     name = "qwen2_vl"
+    nvidia_server_side = NVIDIA_PREPROCESSING.format(since="v0.19.0")
     tool_format = HERMES
     image_tensor = "image_bytes_input"
     image_decode_size = (SIDE, SIDE)

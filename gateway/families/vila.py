@@ -26,7 +26,12 @@ from PIL import Image
 from pydantic import BaseModel
 
 from gateway.families._pixels import PixelSpec, preprocess, to_fp16_batch
-from gateway.families.base import Conversation, Family, require_final_user_turn
+from gateway.families.base import (
+    NVIDIA_PREPROCESSING,
+    Conversation,
+    Family,
+    require_final_user_turn,
+)
 
 IMAGE = "<image>"
 SIGLIP_384 = PixelSpec(
@@ -41,6 +46,7 @@ SIGLIP_384 = PixelSpec(
 
 class Vila(Family):
     name = "vila"
+    nvidia_server_side = NVIDIA_PREPROCESSING.format(since="v0.15.0")
     image_tensor = "image_input"
     image_decode_size = (384, 384)
     features_per_image = 196

@@ -46,7 +46,14 @@ from gateway.pipeline.conversation import MediaKind, MediaPart
 from gateway.protocol.chat import MediaIOKwargs
 from gateway.runtime import Runtime, ServedRuntime
 
-__all__ = ["PreparedMedia", "check_media", "decode_upload", "prepare_media", "video_sampling"]
+__all__ = [
+    "PreparedMedia",
+    "check_family_images",
+    "check_media",
+    "decode_upload",
+    "prepare_media",
+    "video_sampling",
+]
 
 _COUNT_LIMITS: dict[MediaKind, str] = {
     "image": "max_images_per_request",
@@ -95,7 +102,7 @@ def check_media(parts: Sequence[MediaPart], served: ServedRuntime, limits: Media
             param="messages",
             code="unsupported_content_part",
         )
-    _check_family_images(parts, served)
+    check_family_images(parts, served)
     for kind in kinds:
         count = sum(1 for part in parts if part.kind == kind)
         _check_carried(kind, count, served)
@@ -110,7 +117,7 @@ def check_media(parts: Sequence[MediaPart], served: ServedRuntime, limits: Media
             )
 
 
-def _check_family_images(parts: Sequence[MediaPart], served: ServedRuntime) -> None:
+def check_family_images(parts: Sequence[MediaPart], served: ServedRuntime) -> None:
     """Refuse images past the family's own limit, naming the first part over it and why the
     limit exists (NVIDIA's preprocessing reads one raw image per request for some families)."""
     family = served.family

@@ -25,6 +25,13 @@ pytestmark = pytest.mark.e2e
 
 QUESTIONS = {"mllama": "What is in this picture?", "kosmos2": "<grounding>An image of"}
 MAX_TOKENS = 8
+# Where NVIDIA's runner starts an encoder-decoder's decoder, when that is not where a Triton
+# deployment of NVIDIA's preprocessing starts it (the pad id): Nougat starts at <s>
+# (NVIDIA/TensorRT-LLM tensorrt_llm/runtime/multimodal_model_runner.py
+# @033f406702a726877a9df9eb4931f0661cf0a39a, setup_inputs: decoder.bos_token_id). The
+# reference model starts at the pad id as NVIDIA's preprocessing does, so the gateway must send
+# this decoder prompt for the answers to agree.
+RUNNER_DECODER_PROMPT = {"nougat": "<s>"}
 
 
 def expected_request(family_name: str, question: str, image: bytes) -> GenerationRequest:
@@ -41,6 +48,7 @@ def expected_request(family_name: str, question: str, image: bytes) -> Generatio
         max_tokens=MAX_TOKENS,
         temperature=0.0,
         top_k=1,
+        decoder_text=RUNNER_DECODER_PROMPT.get(family_name, ""),
     )
 
 

@@ -93,7 +93,8 @@ def hf_greedy_logits(
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
     inputs.update(_pixel_inputs(engine, request, ids))
     if engine.arch.encoder_decoder:
-        options["decoder_start_token_id"] = engine.arch.decoder_start_id(engine.model)
+        (start,) = engine.decoder_start(request)  # type: ignore[attr-defined]
+        options["decoder_start_token_id"] = start
         if engine.arch.family != "blip2_t5":  # the encoder reads the image alone
             inputs = {k: v for k, v in inputs.items() if k not in ("input_ids", "attention_mask")}
             if engine.arch.family == "deplot":
