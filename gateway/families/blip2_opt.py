@@ -11,6 +11,7 @@ in NVIDIA's runner: the model closes its answer with one.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy as np
 from PIL import Image
@@ -54,7 +55,7 @@ def render_question_answer(conversation: Conversation) -> str:
 
 class Blip2Opt(Family):
     name = "blip2_opt"
-    nvidia_server_side = NVIDIA_PREPROCESSING.format(since="v0.13.0")
+    nvidia_server_side: ClassVar[str | None] = NVIDIA_PREPROCESSING.format(since="v0.13.0")
     image_tensor = "image_input"
     image_decode_size = (224, 224)
     features_per_image = 32  # the Q-Former's query tokens
