@@ -91,7 +91,11 @@ REFERENCE_FAMILIES = (
     "fuyu",
     "deplot",
     "nougat",
+    "vila",
 )
+# Served-model options a reference deployment needs: reference_vila's preprocessing is built
+# with max_num_images 4, which the model's max_images must state (docs/families.md).
+REFERENCE_OPTIONS: dict[str, dict[str, int]] = {"vila": {"max_images": 4}}
 
 
 def e2e_settings(triton: EmbeddedTriton) -> Settings:
@@ -120,6 +124,8 @@ def e2e_settings(triton: EmbeddedTriton) -> Settings:
             triton_model=f"reference_{family}",
             triton_url=triton.grpc_url,
             end_id="server",
+            pad_id="server",  # the tiny tokenizers' ids are not the real checkpoints'
+            **REFERENCE_OPTIONS.get(family, {}),
         )
         for family in REFERENCE_FAMILIES
     ]

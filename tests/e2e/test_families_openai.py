@@ -19,7 +19,7 @@ from gateway.families.base import Conversation, Turn
 from gateway.families.registry import get_family
 from gateway.media.image import ImageLimits, decode_image
 from server_repo.reference_kit import Completion, GenerationRequest, ReferenceEngine, load_engine
-from tests.e2e.conftest import REFERENCE_FAMILIES, MediaServer
+from tests.e2e.conftest import REFERENCE_FAMILIES, REFERENCE_OPTIONS, MediaServer
 
 pytestmark = pytest.mark.e2e
 
@@ -37,6 +37,7 @@ RUNNER_DECODER_PROMPT = {"nougat": "<s>"}
 def expected_request(family_name: str, question: str, image: bytes) -> GenerationRequest:
     """What the gateway should send for one user turn with one image, as a kit request."""
     family = get_family(family_name)
+    family.engine_images(REFERENCE_OPTIONS.get(family_name, {}).get("max_images"))
     text = family.render(Conversation(None, (Turn("user", question, 1),)))
     decoded = decode_image(image, ImageLimits())
     images = family.stack_images([family.prepare_image(decoded)])[0]
@@ -106,3 +107,40 @@ async def test_family_answers_like_the_in_process_model(
     for counted in (response.usage, usage):
         assert counted.completion_tokens == len(completion.token_ids)
         assert counted.prompt_tokens == completion.stats.input_tokens
+
+
+async def test_vila_places_each_image_at_its_marker(
+    gateway_url: str,
+    media_server: MediaServer,
+    reference_cache: Path,
+    engines: dict[str, ReferenceEngine],
+) -> None:
+    """reference_vila's preprocessing splits at <image> as NVIDIA's does with max_num_images 4
+    (tensorrtllm_backend all_models/inflight_batcher_llm/preprocessing/1/model.py
+    @c2e65b88d85255be30cf50440a91662abeb497dd); the gateway's text must carry one marker per
+    image, in order (the guide's "<image>\\n<image>\\n Please elaborate..."), or the model
+    refuses the request."""
+    names = ["red.png", "blue.jpg"]
+    question = " Please elaborate what you see in the images?"
+    images = [{"type": "image_url", "image_url": {"url": media_server.url(n)}} for n in names]
+    client = AsyncOpenAI(base_url=f"{gateway_url}/v1", api_key="unused", max_retries=0, timeout=120)
+    response = await client.chat.completions.create(
+        model="reference-vila",
+        messages=[{"role": "user", "content": [{"type": "text", "text": question}, *images]}],
+        max_tokens=MAX_TOKENS,
+        temperature=0,
+    )
+    family = get_family("vila")
+    decoded = [decode_image(media_server.files[n][0], ImageLimits()) for n in names]
+    pixels = family.stack_images([family.prepare_image(image) for image in decoded])[0]
+    request = GenerationRequest(
+        text_input="<image>\n<image>\n" + question,
+        images=pixels,
+        max_tokens=MAX_TOKENS,
+        temperature=0.0,
+        top_k=1,
+    )
+    completion = await in_process(engines, reference_cache, "vila", request)
+    assert len(completion.token_ids) > 1
+    assert response.choices[0].message.content == completion.text
+    assert response.usage.prompt_tokens == completion.stats.input_tokens

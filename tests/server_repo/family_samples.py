@@ -25,6 +25,7 @@ PROMPTS = {
     "fuyu": "What is shown here?",
     "deplot": "",
     "nougat": "",
+    "vila": "<image>\nWhat is shown here?",
 }
 FAMILIES = tuple(PROMPTS)
 ENCODER_DECODER = ("blip2_t5", "deplot", "nougat")
@@ -85,6 +86,8 @@ def family_media(family: str, seed: int) -> FamilyMedia:
         return FamilyMedia("image_input", deplot_patches(seed))
     if family == "nougat":
         return FamilyMedia("image_input", _normal(seed, (1, 3, 896, 672)))
+    if family == "vila":
+        return FamilyMedia("image_input", _normal(seed, (1, 3, 384, 384)))
     if family == "qwen2_vl":
         return FamilyMedia("image_bytes_input", rgb_image(seed, 112, 140))
     if family == "mllama":

@@ -13,6 +13,7 @@ from server_repo.reference_kit.archs.mllama import MllamaArch
 from server_repo.reference_kit.archs.nougat import NougatArch
 from server_repo.reference_kit.archs.pix2struct import Pix2StructArch
 from server_repo.reference_kit.archs.qwen2_vl import Qwen2VLArch
+from server_repo.reference_kit.archs.vila import VilaArch
 from server_repo.reference_kit.archs.whisper import WhisperArch
 
 ARCHS: dict[str, type[Arch]] = {
@@ -27,6 +28,7 @@ ARCHS: dict[str, type[Arch]] = {
     NougatArch.family: NougatArch,
     Pix2StructArch.family: Pix2StructArch,
     Qwen2VLArch.family: Qwen2VLArch,
+    VilaArch.family: VilaArch,
     WhisperArch.family: WhisperArch,
 }
 
@@ -54,6 +56,7 @@ __all__ = [
     "NougatArch",
     "Pix2StructArch",
     "Qwen2VLArch",
+    "VilaArch",
     "WhisperArch",
     "get_arch",
 ]
