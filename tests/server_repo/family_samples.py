@@ -26,6 +26,10 @@ PROMPTS = {
     "deplot": "",
     "nougat": "",
     "vila": "<image>\nWhat is shown here?",
+    "neva": "<extra_id_0>System\n\n<extra_id_1>User\n<image>\nWhat is shown here?\n"
+    "<extra_id_1>Assistant\n",
+    "video_neva": "<extra_id_0>System\nBe brief.\n\n<extra_id_1>User<video>\nWhat happens?\n"
+    "<extra_id_1>Assistant\n",
 }
 FAMILIES = tuple(PROMPTS)
 ENCODER_DECODER = ("blip2_t5", "deplot", "nougat")
@@ -86,8 +90,10 @@ def family_media(family: str, seed: int) -> FamilyMedia:
         return FamilyMedia("image_input", deplot_patches(seed))
     if family == "nougat":
         return FamilyMedia("image_input", _normal(seed, (1, 3, 896, 672)))
-    if family == "vila":
+    if family in ("vila", "neva"):
         return FamilyMedia("image_input", _normal(seed, (1, 3, 384, 384)))
+    if family == "video_neva":  # three frames of one video
+        return FamilyMedia("image_input", _normal(seed, (3, 3, 224, 224)))
     if family == "qwen2_vl":
         return FamilyMedia("image_bytes_input", rgb_image(seed, 112, 140))
     if family == "mllama":

@@ -10,6 +10,7 @@ from server_repo.reference_kit.archs.llava import LlavaArch
 from server_repo.reference_kit.archs.llava_next import LlavaNextArch
 from server_repo.reference_kit.archs.llava_onevision import LlavaOnevisionArch
 from server_repo.reference_kit.archs.mllama import MllamaArch
+from server_repo.reference_kit.archs.neva import NevaArch, VideoNevaArch
 from server_repo.reference_kit.archs.nougat import NougatArch
 from server_repo.reference_kit.archs.pix2struct import Pix2StructArch
 from server_repo.reference_kit.archs.qwen2_vl import Qwen2VLArch
@@ -25,9 +26,11 @@ ARCHS: dict[str, type[Arch]] = {
     LlavaNextArch.family: LlavaNextArch,
     LlavaOnevisionArch.family: LlavaOnevisionArch,
     MllamaArch.family: MllamaArch,
+    NevaArch.family: NevaArch,
     NougatArch.family: NougatArch,
     Pix2StructArch.family: Pix2StructArch,
     Qwen2VLArch.family: Qwen2VLArch,
+    VideoNevaArch.family: VideoNevaArch,
     VilaArch.family: VilaArch,
     WhisperArch.family: WhisperArch,
 }
@@ -53,9 +56,11 @@ __all__ = [
     "LlavaOnevisionArch",
     "MediaFeatures",
     "MllamaArch",
+    "NevaArch",
     "NougatArch",
     "Pix2StructArch",
     "Qwen2VLArch",
+    "VideoNevaArch",
     "VilaArch",
     "WhisperArch",
     "get_arch",
