@@ -92,7 +92,10 @@ REFERENCE_FAMILIES = (
     "deplot",
     "nougat",
     "vila",
+    "neva",
 )
+# Reference families that take a video, not an image (their own e2e tests).
+VIDEO_FAMILIES = ("video_neva",)
 # Served-model options a reference deployment needs: reference_vila's preprocessing is built
 # with max_num_images 4, which the model's max_images must state (docs/families.md).
 REFERENCE_OPTIONS: dict[str, dict[str, int]] = {"vila": {"max_images": 4}}
@@ -127,7 +130,7 @@ def e2e_settings(triton: EmbeddedTriton) -> Settings:
             pad_id="server",  # the tiny tokenizers' ids are not the real checkpoints'
             **REFERENCE_OPTIONS.get(family, {}),
         )
-        for family in REFERENCE_FAMILIES
+        for family in (*REFERENCE_FAMILIES, *VIDEO_FAMILIES)
     ]
     return Settings(
         models=models,

@@ -20,6 +20,7 @@ from gateway.families.registry import get_family
 from gateway.media.image import ImageLimits, decode_image
 from server_repo.reference_kit import Completion, GenerationRequest, ReferenceEngine, load_engine
 from tests.e2e.conftest import REFERENCE_FAMILIES, REFERENCE_OPTIONS, MediaServer
+from tests.gateway.media.frame_lists import frame_images, frame_list_url
 
 pytestmark = pytest.mark.e2e
 
@@ -144,3 +145,42 @@ async def test_vila_places_each_image_at_its_marker(
     assert len(completion.token_ids) > 1
     assert response.choices[0].message.content == completion.text
     assert response.usage.prompt_tokens == completion.stats.input_tokens
+
+
+@pytest.mark.parametrize("frames", [2, 4])
+async def test_video_neva_reads_every_frame_at_its_video_marker(
+    gateway_url: str,
+    reference_cache: Path,
+    engines: dict[str, ReferenceEngine],
+    frames: int,
+) -> None:
+    """Video-NeVA's frames go as image_input [1, frames, 3, 224, 224] with the SteerLM template
+    (NVIDIA's runner, tensorrt_llm/runtime/multimodal_model_runner.py
+    @033f406702a726877a9df9eb4931f0661cf0a39a) and its one <video>: the prompt holds 256
+    features a frame, and the answer is the in-process model's on the same template."""
+    url = frame_list_url(frame_images(frames))
+    content = [{"type": "video_url", "video_url": {"url": url}}, {"type": "text", "text": "What?"}]
+    client = AsyncOpenAI(base_url=f"{gateway_url}/v1", api_key="unused", max_retries=0, timeout=120)
+    options = {
+        "model": "reference-video-neva",
+        "messages": [{"role": "user", "content": content}],
+        "max_tokens": MAX_TOKENS,
+        "temperature": 0,
+        "extra_body": {"media_io_kwargs": {"video": {"num_frames": frames}}},
+    }
+    response = await client.chat.completions.create(**options)
+    stream = await client.chat.completions.create(**options, stream=True)
+    deltas = [c.choices[0].delta.content or "" async for c in stream if c.choices]
+    assert response.choices[0].message.content == "".join(deltas)
+    family = get_family("video_neva")
+    text = family.render(Conversation(None, (Turn("user", "What?", videos=1),)))
+    if "video_neva" not in engines:
+        engines["video_neva"] = await asyncio.to_thread(
+            load_engine, "video_neva", cache_dir=reference_cache, device="cpu"
+        )
+    tokenizer = engines["video_neva"].tokenizer
+    text_tokens = sum(
+        len(tokenizer(piece, add_special_tokens=False)["input_ids"])
+        for piece in text.split("<video>")
+    )
+    assert response.usage.prompt_tokens == text_tokens + frames * 256
