@@ -93,6 +93,7 @@ REFERENCE_FAMILIES = (
     "nougat",
     "vila",
     "neva",
+    "internlm_xcomposer2",
 )
 # Reference families that take a video, not an image (their own e2e tests).
 VIDEO_FAMILIES = ("video_neva",)

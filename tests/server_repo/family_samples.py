@@ -30,6 +30,9 @@ PROMPTS = {
     "<extra_id_1>Assistant\n",
     "video_neva": "<extra_id_0>System\nBe brief.\n\n<extra_id_1>User<video>\nWhat happens?\n"
     "<extra_id_1>Assistant\n",
+    "internlm_xcomposer2": "[UNUSED_TOKEN_146]system\nBe brief.[UNUSED_TOKEN_145]\n"
+    "[UNUSED_TOKEN_146]user\n<ImageHere>What is shown here?[UNUSED_TOKEN_145]\n"
+    "[UNUSED_TOKEN_146]assistant\n",
 }
 FAMILIES = tuple(PROMPTS)
 ENCODER_DECODER = ("blip2_t5", "deplot", "nougat")
@@ -92,6 +95,8 @@ def family_media(family: str, seed: int) -> FamilyMedia:
         return FamilyMedia("image_input", _normal(seed, (1, 3, 896, 672)))
     if family in ("vila", "neva"):
         return FamilyMedia("image_input", _normal(seed, (1, 3, 384, 384)))
+    if family == "internlm_xcomposer2":
+        return FamilyMedia("image_input", _normal(seed, (1, 3, 490, 490)))
     if family == "video_neva":  # three frames of one video
         return FamilyMedia("image_input", _normal(seed, (3, 3, 224, 224)))
     if family == "qwen2_vl":

@@ -5,6 +5,7 @@ from __future__ import annotations
 from server_repo.reference_kit.archs.base import Arch, MediaFeatures
 from server_repo.reference_kit.archs.blip2 import Blip2OptArch, Blip2T5Arch
 from server_repo.reference_kit.archs.fuyu import FuyuArch
+from server_repo.reference_kit.archs.internlm_xcomposer2 import InternLMXComposer2Arch
 from server_repo.reference_kit.archs.kosmos2 import Kosmos2Arch
 from server_repo.reference_kit.archs.llava import LlavaArch
 from server_repo.reference_kit.archs.llava_next import LlavaNextArch
@@ -21,6 +22,7 @@ ARCHS: dict[str, type[Arch]] = {
     Blip2OptArch.family: Blip2OptArch,
     Blip2T5Arch.family: Blip2T5Arch,
     FuyuArch.family: FuyuArch,
+    InternLMXComposer2Arch.family: InternLMXComposer2Arch,
     Kosmos2Arch.family: Kosmos2Arch,
     LlavaArch.family: LlavaArch,
     LlavaNextArch.family: LlavaNextArch,
@@ -50,6 +52,7 @@ __all__ = [
     "Blip2OptArch",
     "Blip2T5Arch",
     "FuyuArch",
+    "InternLMXComposer2Arch",
     "Kosmos2Arch",
     "LlavaArch",
     "LlavaNextArch",

@@ -49,7 +49,9 @@ def _pixel_inputs(engine: ReferenceEngine, request: GenerationRequest, ids: torc
     family, images = engine.arch.family, request.images
     if images is None:
         return {}
-    if family in ("llava", "vila", "neva", "video_neva", "blip2_opt", "blip2_t5", "nougat"):
+    if family in ("llava", "vila", "neva", "video_neva", "internlm_xcomposer2", "blip2_opt"):
+        return {"pixel_values": _float(images)}
+    if family in ("blip2_t5", "nougat"):
         return {"pixel_values": _float(images)}
     if family == "kosmos2":
         mask = torch.tensor([engine.prepare(request).prompt.media_mask]).long()
