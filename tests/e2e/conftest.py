@@ -94,6 +94,7 @@ REFERENCE_FAMILIES = (
     "vila",
     "neva",
     "internlm_xcomposer2",
+    "cogvlm",
 )
 # Reference families that take a video, not an image (their own e2e tests).
 VIDEO_FAMILIES = ("video_neva",)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from server_repo.reference_kit.archs.base import Arch, MediaFeatures
 from server_repo.reference_kit.archs.blip2 import Blip2OptArch, Blip2T5Arch
+from server_repo.reference_kit.archs.cogvlm import CogVLMArch
 from server_repo.reference_kit.archs.fuyu import FuyuArch
 from server_repo.reference_kit.archs.internlm_xcomposer2 import InternLMXComposer2Arch
 from server_repo.reference_kit.archs.kosmos2 import Kosmos2Arch
@@ -21,6 +22,7 @@ from server_repo.reference_kit.archs.whisper import WhisperArch
 ARCHS: dict[str, type[Arch]] = {
     Blip2OptArch.family: Blip2OptArch,
     Blip2T5Arch.family: Blip2T5Arch,
+    CogVLMArch.family: CogVLMArch,
     FuyuArch.family: FuyuArch,
     InternLMXComposer2Arch.family: InternLMXComposer2Arch,
     Kosmos2Arch.family: Kosmos2Arch,
@@ -51,6 +53,7 @@ __all__ = [
     "Arch",
     "Blip2OptArch",
     "Blip2T5Arch",
+    "CogVLMArch",
     "FuyuArch",
     "InternLMXComposer2Arch",
     "Kosmos2Arch",
