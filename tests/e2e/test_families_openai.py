@@ -24,7 +24,11 @@ from tests.gateway.media.frame_lists import frame_images, frame_list_url
 
 pytestmark = pytest.mark.e2e
 
-QUESTIONS = {"mllama": "What is in this picture?", "kosmos2": "<grounding>An image of"}
+QUESTIONS = {
+    "mllama": "What is in this picture?",
+    "kosmos2": "<grounding>An image of",
+    "cogvlm": "What do you see?",  # the tiny model ends "Describe the picture." at once
+}
 MAX_TOKENS = 8
 # Where NVIDIA's runner starts an encoder-decoder's decoder, when that is not where a Triton
 # deployment of NVIDIA's preprocessing starts it (the pad id): Nougat starts at <s>
