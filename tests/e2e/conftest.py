@@ -95,6 +95,7 @@ REFERENCE_FAMILIES = (
     "neva",
     "internlm_xcomposer2",
     "cogvlm",
+    "phi3_vision",
 )
 # Reference families that take a video, not an image (their own e2e tests).
 VIDEO_FAMILIES = ("video_neva",)

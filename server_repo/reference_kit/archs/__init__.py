@@ -14,6 +14,7 @@ from server_repo.reference_kit.archs.llava_onevision import LlavaOnevisionArch
 from server_repo.reference_kit.archs.mllama import MllamaArch
 from server_repo.reference_kit.archs.neva import NevaArch, VideoNevaArch
 from server_repo.reference_kit.archs.nougat import NougatArch
+from server_repo.reference_kit.archs.phi3_vision import Phi3VisionArch
 from server_repo.reference_kit.archs.pix2struct import Pix2StructArch
 from server_repo.reference_kit.archs.qwen2_vl import Qwen2VLArch
 from server_repo.reference_kit.archs.vila import VilaArch
@@ -32,6 +33,7 @@ ARCHS: dict[str, type[Arch]] = {
     MllamaArch.family: MllamaArch,
     NevaArch.family: NevaArch,
     NougatArch.family: NougatArch,
+    Phi3VisionArch.family: Phi3VisionArch,
     Pix2StructArch.family: Pix2StructArch,
     Qwen2VLArch.family: Qwen2VLArch,
     VideoNevaArch.family: VideoNevaArch,
@@ -64,6 +66,7 @@ __all__ = [
     "MllamaArch",
     "NevaArch",
     "NougatArch",
+    "Phi3VisionArch",
     "Pix2StructArch",
     "Qwen2VLArch",
     "VideoNevaArch",
