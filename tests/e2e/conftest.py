@@ -18,6 +18,7 @@ from PIL import Image
 from gateway.config import EmbeddedSettings, ServedModel, Settings
 from gateway.triton.embedded import EmbeddedTriton
 from tests.live_gateway import serving
+from tests.server_repo.family_samples import lora_adapter
 
 
 def make_image(seed: int, size: tuple[int, int] = (320, 240), fmt: str = "PNG") -> bytes:
@@ -104,6 +105,20 @@ VIDEO_FAMILIES = ("video_neva",)
 REFERENCE_OPTIONS: dict[str, dict[str, int]] = {"vila": {"max_images": 4}}
 
 
+LORA_TASK_ID = 1
+LORA_SEED = 11
+
+
+def write_lora_adapter() -> Path:
+    """The adapter folder NVIDIA's hf_lora_convert.py would write, for the tiny InternLM stand-in
+    (the guide's deployment takes the Partial-LoRA this way: seeds/004)."""
+    folder = Path(tempfile.mkdtemp(prefix="mmgw-e2e-lora-"))
+    weights, config = lora_adapter(LORA_SEED)
+    np.save(folder / "model.lora_weights.npy", weights[np.newaxis])
+    np.save(folder / "model.lora_config.npy", config[np.newaxis])
+    return folder
+
+
 def e2e_settings(triton: EmbeddedTriton) -> Settings:
     published = Path(triton.env["MMGW_REFERENCE_TOKENIZERS"])  # where the models wrote theirs
     models = [
@@ -135,6 +150,17 @@ def e2e_settings(triton: EmbeddedTriton) -> Settings:
         )
         for family in (*REFERENCE_FAMILIES, *VIDEO_FAMILIES)
     ]
+    models.append(
+        ServedModel(
+            id="reference-internlm-xcomposer2-lora",
+            family="internlm_xcomposer2",
+            triton_model="reference_internlm_xcomposer2",
+            triton_url=triton.grpc_url,
+            end_id="server",
+            pad_id="server",
+            lora={"task_id": LORA_TASK_ID, "weights_path": write_lora_adapter()},
+        )
+    )
     return Settings(
         models=models,
         embedded=EmbeddedSettings(enabled=False),

@@ -10,6 +10,7 @@ dtype or relay shows up as different text or a different prompt length.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,8 +20,15 @@ from gateway.families.base import Conversation, Turn
 from gateway.families.registry import get_family
 from gateway.media.image import ImageLimits, decode_image
 from server_repo.reference_kit import Completion, GenerationRequest, ReferenceEngine, load_engine
-from tests.e2e.conftest import REFERENCE_FAMILIES, REFERENCE_OPTIONS, MediaServer
+from tests.e2e.conftest import (
+    LORA_SEED,
+    LORA_TASK_ID,
+    REFERENCE_FAMILIES,
+    REFERENCE_OPTIONS,
+    MediaServer,
+)
 from tests.gateway.media.frame_lists import frame_images, frame_list_url
+from tests.server_repo.family_samples import lora_adapter
 
 pytestmark = pytest.mark.e2e
 
@@ -188,3 +196,38 @@ async def test_video_neva_reads_every_frame_at_its_video_marker(
         for piece in text.split("<video>")
     )
     assert response.usage.prompt_tokens == text_tokens + frames * 256
+
+
+async def test_internlm_xcomposer2_answers_with_its_lora_adapter(
+    gateway_url: str,
+    media_server: MediaServer,
+    reference_cache: Path,
+    engines: dict[str, ReferenceEngine],
+) -> None:
+    """The guide's deployment (seeds/004) takes InternLM-XComposer2's Partial-LoRA through
+    lora_task_id, with lora_weights and lora_config the first time; the gateway sends them for
+    the served model's adapter, and the answer is the in-process model's with that adapter (not
+    the base model's). A second request carries the id alone and answers the same."""
+    question = "Describe the picture."
+    content = [
+        {"type": "text", "text": question},
+        {"type": "image_url", "image_url": {"url": media_server.url("blue.jpg")}},
+    ]
+    client = AsyncOpenAI(base_url=f"{gateway_url}/v1", api_key="unused", max_retries=0, timeout=120)
+    options = {
+        "model": "reference-internlm-xcomposer2-lora",
+        "messages": [{"role": "user", "content": content}],
+        "max_tokens": MAX_TOKENS,
+        "temperature": 0,
+    }
+    first = await client.chat.completions.create(**options)
+    second = await client.chat.completions.create(**options)
+    request = expected_request("internlm_xcomposer2", question, media_server.files["blue.jpg"][0])
+    weights, config = lora_adapter(LORA_SEED)
+    adapted = replace(
+        request, lora_task_id=900 + LORA_TASK_ID, lora_weights=weights, lora_config=config
+    )
+    with_lora = await in_process(engines, reference_cache, "internlm_xcomposer2", adapted)
+    base = await in_process(engines, reference_cache, "internlm_xcomposer2", request)
+    assert first.choices[0].message.content == with_lora.text != base.text
+    assert second.choices[0].message.content == with_lora.text

@@ -104,3 +104,18 @@ def family_media(family: str, seed: int) -> FamilyMedia:
     if family == "mllama":
         return FamilyMedia("image_bytes_input", rgb_image(seed, 60, 100))
     raise KeyError(family)
+
+
+def lora_adapter(
+    seed: int, hidden: int = 64, kv: int = 32, layers: int = 2, rank: int = 4
+) -> tuple[np.ndarray, np.ndarray]:
+    """``hf_lora_convert.py``-shaped tensors: attn_q (1) and attn_v (3) in every layer, each row
+    the "in" [rank, hidden] then the "out" [out, rank] matrix, padded to the longest row."""
+    rng = np.random.default_rng(seed)
+    rows, config = [], []
+    for layer in range(layers):
+        for module, out in ((1, hidden), (3, kv)):
+            row = rng.standard_normal(rank * hidden + out * rank) * 0.5
+            rows.append(np.pad(row, (0, rank * hidden + hidden * rank - len(row))))
+            config.append([module, layer, rank])
+    return np.asarray(rows, np.float16), np.asarray(config, np.int32)

@@ -10,7 +10,9 @@ image features go between them. A text without ``<ImageHere>`` fails there with 
 this model refuses it with a message instead. InternLM2's ``[UNUSED_TOKEN_146]`` /
 ``[UNUSED_TOKEN_145]`` turn markers are single tokens, as in its tokenizer.
 
-Not reproduced: the Partial-LoRA adapter (``lora_task_id``); this model takes no LoRA inputs.
+The model's Partial-LoRA ships as a LoRA adapter, selected by ``lora_task_id`` with its weights
+and config on first use, as the guide's client sends it; the kit applies it to every position
+(``lora.py``), as TensorRT-LLM's LoRA does.
 """
 
 from __future__ import annotations
