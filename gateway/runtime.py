@@ -58,6 +58,7 @@ class ServedRuntime:
                     contract = await self.client.contract(self.config.triton_model)
                     contract.require(self.family.required_inputs, "a TensorRT-LLM text contract")
                     self.family.bind(frozenset(contract.inputs), contract.name)
+                    self.family.check_deployment(contract.parameters, contract.name)
                     self.contract = contract
         return self.contract
 
@@ -278,6 +279,7 @@ async def build_runtime(
             clients[url] = await _backend(url, served, settings, connect, metrics)
         client = clients[url]
         family = get_family(served.family, served.family_options)
+        family.engine_images(served.max_images)
         if served.lora and not family.supports_lora:
             raise ValueError(f"model {served.id!r}: family {family.name!r} takes no LoRA adapters")
         remember = not isinstance(client, ReplicaSet)
@@ -289,6 +291,10 @@ async def build_runtime(
             served, family, client, tokenizer_path=tokenizer, lora=ledger
         )
     for served_runtime in models.values():
+        family = served_runtime.family
+        log.info(
+            "model %s (family %s): %s", served_runtime.config.id, family.name, family.server_side()
+        )
         try:
             await served_runtime.get_contract()
         except GatewayError as exc:

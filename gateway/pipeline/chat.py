@@ -19,7 +19,7 @@ from gateway.pipeline.conversation import parse_messages
 from gateway.pipeline.generation import check_prompt_size, draft, refuse
 from gateway.pipeline.logprobs import logprobs_asked
 from gateway.pipeline.lora import lora_choice
-from gateway.pipeline.media import prepare_media
+from gateway.pipeline.media import check_family_images, prepare_media
 from gateway.pipeline.relay import Prepared, family_plan, prepared
 from gateway.pipeline.structured.guides import check_guide
 from gateway.pipeline.structured.request import lowered, requested_output
@@ -56,6 +56,7 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> list
     asked = requested_output(request, tools)
     family.check_text(parsed.conversation)
     conversation = lowered(parsed.conversation, family, tools)
+    check_family_images(parsed.media, served)  # before the family's count: names the part
     family.check_conversation(conversation)
     text_input = family.render(conversation)
     if runtime.settings.observability.log_bodies:  # the debug switch: prompts are private

@@ -153,7 +153,8 @@ def end_ids(served: ServedRuntime) -> tuple[int | None, int | None]:
     configured = served.config.end_id
     family = served.family
     end_id = None if configured == "server" else configured or family.default_end_id
-    pad_id = served.config.pad_id if served.config.pad_id is not None else family.default_pad_id
+    pad = served.config.pad_id
+    pad_id = None if pad == "server" else pad if pad is not None else family.default_pad_id
     return (end_id if isinstance(end_id, int) else None), pad_id
 
 

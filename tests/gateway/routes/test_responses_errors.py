@@ -83,10 +83,13 @@ async def test_input_items_that_cannot_be_served_are_named(
 
 
 async def test_a_chat_refusal_names_the_responses_field(http: httpx.AsyncClient) -> None:
-    # fake-blip2 takes one image: "messages" is this request's "input".
+    # fake-blip2 needs an image: "messages" is this request's "input".
+    error = assert_openai_error(await http.post(URL, json=ask("Hi", model="fake-blip2")), 400)
+    assert error["param"] == "input" and error["code"] == "image_required", error
+    # It takes one image: the second is named where this request put it.
     urls = image_input(data_url(png(1))) + image_input(data_url(png(2)))
     error = assert_openai_error(await http.post(URL, json=ask(urls, model="fake-blip2")), 400)
-    assert error["param"] == "input", error
+    assert error["param"] == "input[1].content[1]", error
     # A part LLaVA cannot take, named where this request put it (after the instructions).
     audio = {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}}
     items = [{"role": "user", "content": "Hi"}, {"role": "user", "content": [audio]}]
