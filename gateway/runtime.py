@@ -22,6 +22,7 @@ from gateway.media.fetch import MediaFetcher
 from gateway.media.identity import ExtraIdRegistry
 from gateway.media.offload import Offloader, OffloadLimits
 from gateway.observability.metrics import GatewayMetrics
+from gateway.sandbox import SandboxPool, VerdictCache
 from gateway.store import ResponseStore, Retention
 from gateway.triton.backend import TritonBackend
 from gateway.triton.client import TritonClient
@@ -33,6 +34,9 @@ from gateway.triton.replicas import ReplicaSet, Routing, parse_dns
 from gateway.triton.replicas.discovery import is_dns
 
 log = logging.getLogger(__name__)
+
+# What a guide compile worker imports before its first guide (the compiler and its job).
+GUIDE_WORKER_MODULES = ("llguidance", "llguidance.gbnf_to_lark")
 
 
 @dataclass
@@ -97,11 +101,17 @@ class Runtime:
     # Stored responses (/v1/responses); the file is opened on first use.
     responses: ResponseStore | None = None
     readiness: ReadinessWatch = field(init=False)
+    # Guides are compiled in sandboxed processes, started on the first guide (none before).
+    guide_sandbox: SandboxPool = field(init=False)
+    guide_verdicts: VerdictCache = field(init=False)
 
     def __post_init__(self) -> None:
         if self.responses is None:
             self.responses = response_store(self.settings)
         self.metrics.watch_collisions(lambda: self.extra_ids.collisions)
+        guides = self.settings.guides
+        self.guide_sandbox = SandboxPool(guides.sandbox_limits(), preload=GUIDE_WORKER_MODULES)
+        self.guide_verdicts = VerdictCache(guides.cache_bytes, guides.max_message_chars)
         self.readiness = ReadinessWatch(
             {url: (client, self._triton_models(url)) for url, client in self.clients.items()}
         )
@@ -151,6 +161,7 @@ class Runtime:
         await self.store.close()
         await self.fetcher.aclose()
         await self.offload.aclose()
+        await self.guide_sandbox.aclose()
         for client in self.clients.values():
             await client.close()
         if self.embedded is not None:

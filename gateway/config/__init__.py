@@ -2,6 +2,7 @@
 and loading), ``limits.py`` (request limits by concern), ``models.py`` (served models),
 ``responses.py`` (the stored responses' file and retention)."""
 
+from gateway.config.guides import GuideSettings
 from gateway.config.limits import (
     LEGACY_LIMITS,
     AudioSettings,
@@ -47,6 +48,7 @@ __all__ = [
     "EmbeddedSettings",
     "FetchSettings",
     "GenerationSettings",
+    "GuideSettings",
     "ImageSettings",
     "LoraAdapter",
     "MediaSettings",

@@ -20,6 +20,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from gateway.config.guides import GuideSettings
 from gateway.config.limits import (
     DecodeSettings,
     FetchSettings,
@@ -166,6 +167,7 @@ class Settings(BaseSettings):
     limits: dict[str, Any] | None = Field(None, exclude=True, deprecated=True)
     observability: ObservabilitySettings = Field(default_factory=ObservabilitySettings)
     responses: ResponsesSettings = Field(default_factory=ResponsesSettings)
+    guides: GuideSettings = Field(default_factory=GuideSettings)
     models: list[ServedModel] = Field(default_factory=default_models)
     api_keys: tuple[str, ...] = ()
     unsafe_allow_private_media_urls_for_tests: bool = Field(

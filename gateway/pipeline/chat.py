@@ -63,7 +63,10 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> list
         log.info("rendered prompt", extra={"fields": fields})
     check_prompt_size(text_input, served, runtime.settings.generation.max_prompt_chars)
     contract = await served.get_contract()
-    guide = check_guide(asked, contract, served.config.id) if asked is not None else None
+    guide = None
+    if asked is not None:
+        suspects = tools.suspects() if tools is not None else []
+        guide = await check_guide(asked, contract, served.config.id, runtime, suspects)
     parser = tools.parser(family, request.stream) if tools is not None else None
     if parser is not None and request.logprobs:
         raise InvalidRequest(

@@ -70,7 +70,9 @@ async def prepare_completion(request: CompletionRequest, runtime: Runtime) -> li
     for prompt in prompts:
         _check_prompt(prompt, served, runtime)
     contract = await served.get_contract()
-    guide = check_guide(asked, contract, served.config.id) if asked is not None else None
+    guide = None
+    if asked is not None:
+        guide = await check_guide(asked, contract, served.config.id, runtime)
     stops = tuple(dict.fromkeys([*request.stop_list, *served.family.stop_strings]))
     logprobs = await logprobs_asked(served, contract, request.logprobs, "logprobs", True)
     timeouts = Timeouts.of(runtime.settings.upstream)

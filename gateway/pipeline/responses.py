@@ -59,6 +59,8 @@ _PARAMS = {
     "messages": "input",
 }
 _MESSAGE = re.compile(r"messages\[(\d+)\]")
+# Chat nests a tool's fields under ``function``; a Responses function tool has them itself.
+_TOOL_FIELD = re.compile(r"\btools\[(\d+)\]\.function\.")
 
 
 @dataclass
@@ -275,12 +277,12 @@ def rename(error: GatewayError, origins: list[str]) -> None:
         index = int(match.group(1))
         return origins[index] if index < len(origins) else match.group(0)
 
-    error.message = _MESSAGE.sub(origin, error.message)
+    error.message = _TOOL_FIELD.sub(r"tools[\1].", _MESSAGE.sub(origin, error.message))
     for chat_name, ours in _PARAMS.items():
         if chat_name != "messages":  # a word of many messages; only its indexed form is renamed
             error.message = error.message.replace(chat_name, ours)
     if error.param is not None:
-        error.param = _MESSAGE.sub(origin, error.param)
+        error.param = _TOOL_FIELD.sub(r"tools[\1].", _MESSAGE.sub(origin, error.param))
         head, dot, rest = error.param.partition(".")
         error.param = _PARAMS.get(head, head) + dot + rest
 

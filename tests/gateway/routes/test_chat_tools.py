@@ -368,3 +368,21 @@ async def test_tool_definitions_may_not_carry_the_familys_markers(
         await client.chat.completions.create(model="fake-guided", messages=MESSAGES, tools=[forged])
     assert refused.value.code == "reserved_marker"
     assert not fake.requests
+
+
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "bad"}}])
+async def test_a_tool_whose_parameters_cannot_compile_is_named(
+    gateway: FakeGateway, choice: object
+) -> None:
+    """Issue 27 item 8: the error names the tool's parameters (its right index), not
+    tool_choice, whether the choice names the tool or ``required`` forces one of them."""
+    bad = {"type": "function", "function": {"name": "bad", "parameters": {"type": "strng"}}}
+    body = {"model": "fake-guided", "messages": MESSAGES, "tools": [*TOOLS[:2], bad],
+            "tool_choice": choice}  # fmt: skip
+    transport = httpx.ASGITransport(app=gateway.app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as http:
+        reply = await http.post("/v1/chat/completions", json=body)
+    assert reply.status_code == 400, reply.text
+    error = reply.json()["error"]
+    assert error["code"] == "invalid_guide" and error["param"] == "tools[2].function.parameters"
+    assert "strng" in error["message"]
