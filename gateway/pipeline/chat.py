@@ -16,7 +16,7 @@ from dataclasses import replace
 from gateway.errors import InvalidRequest
 from gateway.pipeline._watchdog import Timeouts
 from gateway.pipeline.conversation import parse_messages
-from gateway.pipeline.generation import check_prompt_size, draft, refuse
+from gateway.pipeline.generation import check_prompt_size, check_total_prompt, draft, refuse
 from gateway.pipeline.logprobs import logprobs_asked
 from gateway.pipeline.lora import lora_choice
 from gateway.pipeline.media import prepare_media
@@ -61,7 +61,9 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> list
     if runtime.settings.observability.log_bodies:  # the debug switch: prompts are private
         fields = {"model": served.config.id, "prompt": text_input}
         log.info("rendered prompt", extra={"fields": fields})
-    check_prompt_size(text_input, served, runtime.settings.generation.max_prompt_chars)
+    limits = runtime.settings.generation
+    check_prompt_size(text_input, served, limits.max_prompt_chars)
+    check_total_prompt([len(text_input)], request.n, limits.max_total_prompt_chars, "messages")
     contract = await served.get_contract()
     guide = None
     if asked is not None:
