@@ -53,6 +53,15 @@ class ServedRuntime:
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     # LoRA task ids this Triton model has had the weights of (shared by its served ids).
     lora: LoraLedger = field(default_factory=LoraLedger)
+    # Its Triton's readiness (set by the Runtime): calls in flight hear when it is lost.
+    readiness: ReadinessWatch | None = None
+
+    def on_lost(self, lost: Callable[[], None]) -> Callable[[], None]:
+        """Call ``lost()`` when this model's Triton loses its readiness; returns what stops
+        listening."""
+        if self.readiness is None:
+            return lambda: None
+        return self.readiness.listen(self.client.url, self.config.triton_model, lost)
 
     async def get_contract(self) -> ModelContract:
         if self.contract is None:
@@ -115,6 +124,8 @@ class Runtime:
         self.readiness = ReadinessWatch(
             {url: (client, self._triton_models(url)) for url, client in self.clients.items()}
         )
+        for served in self.models.values():
+            served.readiness = self.readiness
 
     def _triton_models(self, url: str) -> list[str]:
         names = {m.config.triton_model for m in self.models.values() if m.client.url == url}

@@ -10,7 +10,9 @@ a DNS name's addresses (``discovery.py``). What it guarantees:
   ``UNAVAILABLE``, a deadline, a model not ready) is sent once more, to the next choice, and
   that replica is taken out for a backoff; nothing already streamed is ever retried;
 - the readiness probe (``is_ready``, run by the runtime's ``ReadinessWatch``) probes every
-  replica, so a dead one leaves and a restarted one rejoins within one probe interval.
+  replica, so a dead one leaves and a restarted one rejoins within one probe interval;
+- a call waiting on a replica whose probe fails (a hung server: it answers neither) is ended
+  at once, and sent once more to the next choice when nothing had come back yet.
 
 Each replica's calls, open calls, health, ejections and retries go to ``ReplicaMetrics`` as
 they happen (a few operations per call, none per token), so ``mmgw serve --workers`` adds
@@ -65,6 +67,8 @@ class Replica:
     retried: int = 0  # calls that failed here before their first byte and went to another
     # Triton model -> None when its config agrees with the set's, else why it is refused.
     verdicts: dict[str, str | None] = field(default_factory=dict)
+    # The calls waiting on it now: each ends itself when told the replica was lost.
+    waiting: set[Callable[[], None]] = field(default_factory=set)
 
     def serves(self, model: str) -> bool:
         return model in self.verdicts and self.verdicts[model] is None
@@ -72,6 +76,38 @@ class Replica:
     def agrees(self) -> bool:
         """No model of this replica is refused for a disagreeing config."""
         return all(verdict is None for verdict in self.verdicts.values())
+
+
+class _Lost:
+    """One call's line to its replica's probe: a failed probe cancels the task reading the
+    call, marked, so the set can tell that cancellation from the caller's own."""
+
+    def __init__(self, replica: Replica) -> None:
+        self.replica = replica
+        self.task = asyncio.current_task()
+        self.fired = False
+        replica.waiting.add(self.lose)
+        if not replica.health.probe_ok:  # lost since the call chose it
+            self.lose()
+
+    def lose(self) -> None:
+        if not self.fired and self.task is not None and not self.task.done():
+            self.fired = True
+            self.task.cancel()
+
+    def take_back(self) -> None:
+        """The cancellation was ours: the task goes on (to a retry, or to raise an error)."""
+        uncancel = getattr(self.task, "uncancel", None)  # Python 3.11+
+        if uncancel is not None:
+            uncancel()
+
+    def error(self) -> UpstreamUnavailable:
+        return UpstreamUnavailable(
+            f"Triton replica {self.replica.name} stopped answering its readiness probe"
+        )
+
+    def close(self) -> None:
+        self.replica.waiting.discard(self.lose)
 
 
 class ReplicaSet:
@@ -236,6 +272,9 @@ class ReplicaSet:
             log.warning("Triton replica %s of %s is %s", replica.name, self.url, state)
             if ready:
                 replica.verdicts.clear()  # a server that restarted may serve another config
+        if not ready:
+            for lose in list(replica.waiting):
+                lose()
         self._publish(replica)
         if not ready:
             return False
@@ -296,6 +335,7 @@ class ReplicaSet:
             replica.in_flight += 1
             replica.requests += 1
             self._calls(replica, 1)
+            lost = _Lost(replica)
             try:
                 responses: Any = replica.backend.stream(model_name, inputs, request_id, outputs)
                 async with contextlib.aclosing(responses):
@@ -305,28 +345,47 @@ class ReplicaSet:
                 if replica.health.succeeded():
                     self._publish(replica)
                 return
-            except UpstreamUnavailable as exc:
-                pause = replica.health.failed()
-                self._ejected(replica)
-                retry = not started and attempt < len(tries)
-                log.warning(
-                    "Triton replica %s failed %s (%s): out for %.1f s%s",
-                    replica.name,
-                    "mid-stream" if started else "before its first response",
-                    exc.message,
-                    pause,
-                    f"; retrying on {tries[attempt].name}" if retry else "",
-                )
-                if not retry:
-                    if started:  # what it generated is lost with it
-                        raise UpstreamLost(exc.message) from exc
+            except asyncio.CancelledError:
+                if not lost.fired:
                     raise
-                replica.retried += 1
-                if self.metrics is not None:
-                    self.metrics.retries.labels(replica.name).inc()
+                lost.take_back()
+                self._failed(replica, lost.error(), started, attempt, tries)
+            except UpstreamUnavailable as exc:
+                self._failed(replica, exc, started, attempt, tries)
             finally:
+                lost.close()
                 replica.in_flight -= 1
                 self._calls(replica, -1)
+
+    def _failed(
+        self,
+        replica: Replica,
+        exc: UpstreamUnavailable,
+        started: bool,
+        attempt: int,
+        tries: Sequence[Replica],
+    ) -> None:
+        """A call could not reach ``replica`` (or it was lost under the call): the replica is
+        out for a backoff; returns when the call is to be sent to the next choice, else
+        raises (``UpstreamLost`` once something was streamed: it is not generated again)."""
+        pause = replica.health.failed()
+        self._ejected(replica)
+        retry = not started and attempt < len(tries)
+        log.warning(
+            "Triton replica %s failed %s (%s): out for %.1f s%s",
+            replica.name,
+            "mid-stream" if started else "before its first response",
+            exc.message,
+            pause,
+            f"; retrying on {tries[attempt].name}" if retry else "",
+        )
+        if not retry:
+            if started:  # what it generated is lost with it
+                raise UpstreamLost(exc.message) from exc
+            raise exc
+        replica.retried += 1
+        if self.metrics is not None:
+            self.metrics.retries.labels(replica.name).inc()
 
     # -- observability ------------------------------------------------------------------------
 
