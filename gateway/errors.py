@@ -221,3 +221,14 @@ class MediaWorkerFailed(GatewayError):
     status_code = 503
     default_code = "media_worker_failed"
     retry_after_s = 1
+
+
+MAX_ECHOED_CHARS = 64  # of a client's value (an id, a name) quoted in an error message
+
+
+def echoed(value: str, most: int = MAX_ECHOED_CHARS) -> str:
+    """``value`` quoted for an error message, cut when long: a 5,000-character id is not
+    sent back whole (nor logged whole)."""
+    if len(value) <= most:
+        return repr(value)
+    return f"{value[:most]!r}... ({len(value)} characters)"

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from gateway.errors import GatewayError, InvalidRequest
+from gateway.errors import GatewayError, InvalidRequest, echoed
 from gateway.families.calls import Outcome
 from gateway.pipeline.chat import prepare_chat
 from gateway.pipeline.generation import VLLM_EXTENSIONS
@@ -215,7 +215,7 @@ async def draft_response(
         chain = await runtime.store.chain(request.previous_response_id, scope)
         if not chain or chain[0].previous_id is not None:
             raise InvalidRequest(
-                f"previous response '{request.previous_response_id}' was not found, or a "
+                f"previous response {echoed(request.previous_response_id)} was not found, or a "
                 "response it continued is gone",
                 param="previous_response_id", code="previous_response_not_found",
             )  # fmt: skip
