@@ -135,7 +135,8 @@ def _check_answer(tool_call_id: str | None, calls: set[str], index: int) -> None
     (a result for no call would be rendered as the answer to nothing)."""
     where = f"messages[{index}].tool_call_id"
     if not tool_call_id:
-        raise InvalidRequest(f"messages[{index}] has role 'tool' and no 'tool_call_id'", param=where)
+        message = f"messages[{index}] has role 'tool' and no 'tool_call_id'"
+        raise InvalidRequest(message, param=where)
     if tool_call_id not in calls:
         raise InvalidRequest(
             f"messages[{index}] with role 'tool' answers tool_call_id {echoed(tool_call_id)}, "
