@@ -19,7 +19,7 @@ from gateway.config import Settings
 from gateway.drain import Drain, DrainMiddleware
 from gateway.errors import GatewayError, InvalidRequest
 from gateway.observability.access import AccessMiddleware
-from gateway.observability.deadline import BodyDeadlineMiddleware
+from gateway.observability.deadline import BodyDeadlineMiddleware, MinRate
 from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.middleware import InFlightLimitMiddleware, RequestIdMiddleware
 from gateway.routes import (
@@ -142,7 +142,10 @@ def _add_middleware(app: FastAPI, settings: Settings, gateway_metrics: GatewayMe
         InFlightLimitMiddleware, limit=server.max_in_flight, gauge=gateway_metrics.in_flight
     )
     app.add_middleware(
-        BodyDeadlineMiddleware, total_s=server.body_timeout_s, idle_s=server.body_idle_timeout_s
+        BodyDeadlineMiddleware,
+        total_s=server.body_timeout_s,
+        idle_s=server.body_idle_timeout_s,
+        min_rate=MinRate(server.body_min_rate_bytes_s, server.body_min_rate_grace_s),
     )
     app.add_middleware(ApiKeyMiddleware, keys=settings.api_keys)
     app.state.drain = Drain()  # started by the server on SIGTERM (drain.draining_server)
