@@ -6,9 +6,11 @@ its first job it caps its own address space (``RLIMIT_AS``: a runaway allocation
 ``MemoryError`` or a death, not the host's OOM killer choosing a victim) and its stack
 (``RLIMIT_STACK``: native code that recurses too deep, as llguidance does on a 1,000-link
 ``$ref`` chain, dies by SIGSEGV at a known depth whatever ``ulimit -s`` the operator runs
-with, instead of growing into the address space), and asks to die with its parent
-(``PR_SET_PDEATHSIG``), so a job stuck in C never outlives the gateway. Jobs and replies travel
-by pickle over a pipe each way; a job's exception comes back as short text, never raised here.
+with, instead of growing into the address space), asks to die with its parent
+(``PR_SET_PDEATHSIG``), so a job stuck in C never outlives the gateway, and lowers its own
+scheduling priority (``nice`` 10), so the CPU a runaway job burns is not the event loop's.
+Jobs and replies travel by pickle over a pipe each way; a job's exception comes back as short
+text, never raised here.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from typing import Any
 
 Reply = tuple[bool, Any]  # (True, the job's value) or (False, why it raised)
 MAX_ERROR_CHARS = 500  # a job's exception text, as sent back
+NICE = 10  # a child's scheduling priority below the gateway's: on a busy host the CPU a
+# runaway job burns is taken from idle time first, not from the event loop serving streams
 _BOOT = "from gateway.sandbox._child import child_entry; child_entry()"
 _PR_SET_PDEATHSIG = 1
 
@@ -39,6 +43,8 @@ def child_entry() -> None:
     read_fd, write_fd, config = int(sys.argv[1]), int(sys.argv[2]), json.loads(sys.argv[3])
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     _die_with_parent()
+    with contextlib.suppress(OSError):  # below the gateway: a compile never starves its loop
+        os.nice(config["nice"])
     sys.path[:] = config["sys_path"]
     for module in config["preload"]:
         importlib.import_module(module)
@@ -124,7 +130,7 @@ def spawn_child(preload: Sequence[str], memory_mb: int | None, stack_mb: int | N
     to_child_r, to_child_w = os.pipe()
     from_child_r, from_child_w = os.pipe()
     config = {"sys_path": sys.path, "preload": list(preload), "memory_mb": memory_mb,
-              "stack_mb": stack_mb}  # fmt: skip
+              "stack_mb": stack_mb, "nice": NICE}  # fmt: skip
     command = [sys.executable, "-c", _BOOT, str(to_child_r), str(from_child_w)]
     try:
         process = subprocess.Popen(

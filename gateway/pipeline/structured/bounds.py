@@ -13,6 +13,7 @@ it.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -142,42 +143,28 @@ def _reach(refs: dict[str, list[tuple[int, str]]], deepest: dict[str, int]) -> i
     return done.get("", 0) if "" in done else max(done.values(), default=0)
 
 
+# What ``_groups`` looks at: an escape, a character class, a quoted literal (grammars), a
+# parenthesis or a bar; the text in between is skipped by the regex engine, not by Python.
+_REGEX_TOKENS = re.compile(r"\\.|\[(?:\\.|[^\]\\])*\]?|[()|]", re.S)
+_GRAMMAR_TOKENS = re.compile(r'\\.|\[(?:\\.|[^\]\\])*\]?|"(?:\\.|[^"\\])*"?|[()]', re.S)
+
+
 def _groups(text: str, limits: GuideSettings, *, quotes: bool) -> str | None:
-    """Group nesting and alternatives of a regex or grammar, skipping escapes, character
-    classes and (in a grammar) quoted literals."""
+    """Group nesting and (in a regex) alternatives, skipping escapes, character classes and
+    (in a grammar) quoted literals."""
     depth = bars = 0
-    index, end = 0, len(text)
-    while index < end:
-        char = text[index]
-        if char == "\\":
-            index += 2
-            continue
-        if char == "[" or (quotes and char == '"'):
-            index = _skip(text, index + 1, "]" if char == "[" else '"')
-            continue
-        if char == "(":
+    for match in (_GRAMMAR_TOKENS if quotes else _REGEX_TOKENS).finditer(text):
+        token = match.group()
+        if token == "(":
             depth += 1
             if depth > limits.max_depth:
                 return _over("max_depth", f"its groups nest more than {limits.max_depth} deep",
                              limits.max_depth)  # fmt: skip
-        elif char == ")":
+        elif token == ")":
             depth = max(0, depth - 1)
-        elif char == "|" and not quotes:  # a grammar's alternatives are bounded by its rules
+        elif token == "|":  # a grammar's alternatives are bounded by its rules
             bars += 1
             if bars >= limits.max_branches:
                 return _over("max_branches", f"it has more than {limits.max_branches} "
                              "alternatives", limits.max_branches)  # fmt: skip
-        index += 1
     return None
-
-
-def _skip(text: str, index: int, closer: str) -> int:
-    """The index after the ``closer`` that ends a class or literal begun before ``index``."""
-    while index < len(text):
-        if text[index] == "\\":
-            index += 2
-            continue
-        if text[index] == closer:
-            return index + 1
-        index += 1
-    return index

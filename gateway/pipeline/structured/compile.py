@@ -10,7 +10,8 @@ Three steps, cheapest first:
 
 1. the verdict cache (``gateway/sandbox/cache.py``), by a digest of (type, guide): a guide sent
    on every request is compiled once; the cache is bounded in bytes, its messages cut short;
-2. the structural limits (``bounds.py``), on the event loop, one pass: a guide over one is
+2. the structural limits (``bounds.py``), one pass (on the event loop for a small guide, in a
+   thread for a large one, whose walk takes tens of milliseconds): a guide over one is
    refused naming the limit, and never reaches the compiler;
 3. ``compile_error`` in a sandboxed worker process (``gateway/sandbox/``): native code that
    overflows its stack or runs away ends that worker, never the gateway, and the request gets
@@ -28,6 +29,7 @@ llama.cpp and xgrammar share.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from typing import Any
@@ -43,6 +45,7 @@ from gateway.sandbox import (
 )
 from gateway.sandbox.pool import SandboxJobFailed
 
+INLINE_BYTES = 16 * 1024  # guides measured on the event loop (well under a millisecond)
 PROBE_STEPS = 24  # matcher steps walked from the start: where the widest rows are
 # The reference models' JSON options (server_repo/reference_kit/guided.py): compact JSON.
 JSON_OPTIONS: Any = {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
@@ -61,7 +64,10 @@ async def guide_error(
     found, verdict = cache.get(key)
     if found:
         return verdict
-    verdict = over_limit(guide.type, guide.text, limits)
+    if len(guide.text) <= INLINE_BYTES:
+        verdict = over_limit(guide.type, guide.text, limits)
+    else:  # a walk of up to max_bytes takes tens of ms: not on the event loop
+        verdict = await asyncio.to_thread(over_limit, guide.type, guide.text, limits)
     if verdict is None:
         verdict = await _compiled(guide, limits, pool)
     if verdict is not None:

@@ -37,6 +37,7 @@ NEUTRAL_KEYS = {"disable_fallback": (None, False), "disable_any_whitespace": (No
                 "_backend_was_auto": (None, False)}  # fmt: skip
 BACKENDS = (None, "auto", "xgrammar")  # guided_decoding_backend values TensorRT-LLM honours
 REGEX_SPECIAL = frozenset("\\.^$|?*+()[]{}")
+_ESCAPES = str.maketrans({c: "\\" + c for c in REGEX_SPECIAL})
 FLAG = "mmgw trtllm-repo --guided-decoding"
 
 
@@ -148,8 +149,9 @@ def _vllm_guide(kind: str, value: object, param: str) -> Guide:
 
 def literal_regex(text: str) -> str:
     """``text`` as a regex matching it exactly; only the metacharacters escaped, which both
-    llguidance and xgrammar read the same way."""
-    return "".join("\\" + c if c in REGEX_SPECIAL else c for c in text)
+    llguidance and xgrammar read the same way (``str.translate``: C speed, as a choice list
+    may be long)."""
+    return text.translate(_ESCAPES)
 
 
 async def check_guide(

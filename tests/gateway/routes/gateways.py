@@ -40,7 +40,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
             "max_bytes": 16 << 20,
             "max_regex_bytes": 16 << 20,
             "max_depth": 10**6,
-            "compile_timeout_s": 1.0,
+            "compile_timeout_s": 3.0,
         },
     },
 }

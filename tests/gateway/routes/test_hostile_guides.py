@@ -80,7 +80,7 @@ async def test_a_compiler_crash_is_a_400_and_the_gateway_goes_on(
 
 
 async def test_a_slow_compile_stalls_no_one_else(gateways: Gateways, fake: FakeTriton) -> None:
-    """A grammar whose conversion takes seconds runs out of its 1 s budget in its worker,
+    """A grammar whose conversion takes seconds runs out of its 3 s budget in its worker,
     while a plain request on the same app is answered."""
     gateway = await gateways.get("open_guides")
     grammar = "\n".join(["root ::= r0", *(f'r{i} ::= "a" r{i + 1}' for i in range(6000)),

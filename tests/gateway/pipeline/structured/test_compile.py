@@ -19,7 +19,7 @@ from tests.gateway.pipeline.structured.test_bounds import chain, wide
 # Limits that let every guide through to the compiler (to reach its failures).
 OPEN = GuideSettings(max_ref_depth=10**6, max_rules=10**6, max_bytes=16 << 20,
                      max_regex_bytes=16 << 20, max_depth=10**6, max_properties=10**6,
-                     max_branches=10**6, max_nodes=10**7, compile_timeout_s=2.0)  # fmt: skip
+                     max_branches=10**6, max_nodes=10**7, compile_timeout_s=4.0)  # fmt: skip
 
 
 @pytest.fixture
