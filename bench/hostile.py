@@ -30,6 +30,7 @@ from bench.hostile_guides import MODEL, hostile_guides
 
 STREAM_MODEL = "stream"
 JSON = {"content-type": "application/json"}
+BASELINE_S = 15.0
 OPEN_LIMITS = {"max_ref_depth": 10**6, "max_rules": 10**6, "max_bytes": 64 << 20,
                "max_regex_bytes": 64 << 20, "max_depth": 10**6, "max_properties": 10**6,
                "max_branches": 10**7, "max_nodes": 10**8}  # fmt: skip
@@ -195,8 +196,8 @@ async def _attack(
 ) -> dict[str, Any]:
     warm = {"model": MODEL, "prompt": "go", "guided_regex": "[0-9]+"}
     guides = hostile_guides(args.count)
-    if args.baseline:
-        guides = [("plain", "/v1/completions", warm)] * args.count
+    if args.baseline:  # as long as a hostile run takes here, plain requests in a row
+        guides = [("plain", "/v1/completions", warm)] * args.count * 50
     assert (await http.post("/v1/completions", json=warm)).status_code == 200
     rss_before = rss_mb(pid)
     watcher = subprocess.Popen(
@@ -208,13 +209,17 @@ async def _attack(
     outcomes: Counter[str] = Counter()
     slowest = (0.0, "")
     sent: list[tuple[float, str]] = []  # when each guide went out
+    spans: list[tuple[float, float, str]] = []
     accepted: list[str] = []
     began = time.monotonic()
     for label, path, content in encoded:
+        if args.baseline and time.monotonic() - began > BASELINE_S:
+            break
         started = time.monotonic()
         sent.append((started, label))
         reply = await http.post(path, content=content, headers=JSON)
         took = time.monotonic() - started
+        spans.append((started, started + took, label))
         slowest = max(slowest, (took, label))
         code = reply.json().get("error", {}).get("code") if reply.status_code != 200 else "ok"
         outcomes[f"{reply.status_code} {code}"] += 1
@@ -227,22 +232,22 @@ async def _attack(
     worst = sorted(gaps, reverse=True)[:3]
     served = await http.post("/v1/completions", json=warm)
     return {
-        "guides": len(guides), "seconds": round(ended - began, 2), "outcomes": dict(outcomes),
+        "guides": len(spans), "seconds": round(ended - began, 2), "outcomes": dict(outcomes),
         "slowest_refusal_s": round(slowest[0], 3), "slowest_guide": slowest[1],
         "pid": pid, "same_pid": _alive(pid), "rss_before_mb": round(rss_before, 1),
         "rss_after_mb": round(rss_mb(pid), 1), "compile_workers": len(children(pid)),
         "tokens_during": len(window), "max_gap_ms": round(worst[0][0] * 1000, 1),
         "p99_gap_ms": round(sorted(gaps)[int(0.99 * (len(gaps) - 1))][0] * 1000, 1),
-        "worst_gaps": [(round(g * 1000, 1), _in_flight(sent, at - g)) for g, at in worst],
+        "worst_gaps": [(round(g * 1000, 1), _overlapping(spans, at - g, at)) for g, at in worst],
         "accepted": accepted,
         "interval_ms": args.interval_ms, "open_limits": args.open_limits,
         "served_after": served.status_code == 200, "baseline": args.baseline,
     }  # fmt: skip
 
 
-def _in_flight(sent: list[tuple[float, str]], at: float) -> str:
-    """The guide being answered at ``at``."""
-    return next((label for started, label in reversed(sent) if started <= at), "")
+def _overlapping(spans: list[tuple[float, float, str]], start: float, end: float) -> list[str]:
+    """The guides being answered during [start, end], with how long each took."""
+    return [f"{label} ({b - a:.2f} s)" for a, b, label in spans if a <= end and b >= start]
 
 
 def _alive(pid: int) -> bool:

@@ -12,9 +12,10 @@ it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 from gateway.config import GuideSettings
@@ -26,11 +27,39 @@ DEF_KEYS = ("$defs", "definitions")
 def over_limit(kind: str, text: str, limits: GuideSettings) -> str | None:
     """Which limit the guide of ``kind`` ("json_schema", "regex", "ebnf_grammar") is over, said
     in a sentence; None when it is within all of them."""
+    steps = _steps(kind, text, limits)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            verdict: str | None = done.value
+            return verdict
+
+
+async def over_limit_soon(kind: str, text: str, limits: GuideSettings) -> str | None:
+    """``over_limit``, giving the event loop its turn every ``STEP`` nodes: a schema of
+    ``max_bytes`` takes tens of milliseconds to walk, which no stream should wait for (and a
+    thread would hold the GIL from the loop for longer)."""
+    steps = _steps(kind, text, limits)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            verdict: str | None = done.value
+            return verdict
+        await asyncio.sleep(0)
+
+
+STEP = 1000  # nodes walked between two turns of the event loop
+Steps = Generator[None, None, "str | None"]
+
+
+def _steps(kind: str, text: str, limits: GuideSettings) -> Steps:
     size = len(text.encode())
     if size > limits.max_bytes:
         return _over("max_bytes", f"it is {size} bytes", limits.max_bytes)
     if kind == "json_schema":
-        return _schema(text, limits)
+        return (yield from _schema(text, limits))
     if kind == "regex":
         if size > limits.max_regex_bytes:
             return _over("max_regex_bytes", f"it is {size} bytes", limits.max_regex_bytes)
@@ -47,7 +76,7 @@ def _over(limit: str, what: str, most: int) -> str:
     return f"{what}, over the limit [guides] {limit} = {most}"
 
 
-def _schema(text: str, limits: GuideSettings) -> str | None:
+def _schema(text: str, limits: GuideSettings) -> Steps:
     try:
         schema = json.loads(text)
     except RecursionError:
@@ -59,6 +88,8 @@ def _schema(text: str, limits: GuideSettings) -> str | None:
     nodes = 0
     for node, depth, owner in _walk(schema):
         nodes += 1
+        if nodes % STEP == 0:
+            yield
         if nodes > limits.max_nodes:
             return _over("max_nodes", f"it has more than {limits.max_nodes} subschemas",
                          limits.max_nodes)  # fmt: skip
@@ -74,7 +105,7 @@ def _schema(text: str, limits: GuideSettings) -> str | None:
         ref = node.get("$ref")
         if isinstance(ref, str):
             refs.setdefault(owner, []).append((depth, _definition(ref)))
-    reach = _reach(refs, deepest)
+    reach = yield from _reach(refs, deepest)
     if reach > limits.max_ref_depth:
         return _over("max_ref_depth", f"following its $ref links it goes {reach} deep",
                      limits.max_ref_depth)  # fmt: skip
@@ -117,13 +148,17 @@ def _definition(ref: str) -> str:
     return "/".join(parts[:3]) if len(parts) >= 3 and parts[1] in DEF_KEYS else ref
 
 
-def _reach(refs: dict[str, list[tuple[int, str]]], deepest: dict[str, int]) -> int:
+def _reach(
+    refs: dict[str, list[tuple[int, str]]], deepest: dict[str, int]
+) -> Generator[None, None, int]:
     """How deep the schema goes with its ``$ref`` links followed: along the deepest chain of
     definitions, each link's depth in its definition plus one, then the last one's nesting.
     A cycle (a recursive schema, which the compiler expands lazily) is counted once round."""
     done: dict[str, int] = {}
     visiting: set[str] = set()
-    for start in deepest:
+    for count, start in enumerate(deepest):
+        if count % STEP == STEP - 1:
+            yield
         if start in done:
             continue
         visiting.add(start)

@@ -10,9 +10,9 @@ Three steps, cheapest first:
 
 1. the verdict cache (``gateway/sandbox/cache.py``), by a digest of (type, guide): a guide sent
    on every request is compiled once; the cache is bounded in bytes, its messages cut short;
-2. the structural limits (``bounds.py``), one pass (on the event loop for a small guide, in a
-   thread for a large one, whose walk takes tens of milliseconds): a guide over one is
-   refused naming the limit, and never reaches the compiler;
+2. the structural limits (``bounds.py``), one pass on the event loop (a large guide's in
+   steps, the loop taking its turn between them): a guide over one is refused naming the
+   limit, and never reaches the compiler;
 3. ``compile_error`` in a sandboxed worker process (``gateway/sandbox/``): native code that
    overflows its stack or runs away ends that worker, never the gateway, and the request gets
    a 400 (the guide is the cause). The compile is the engine's, limits included: the JSON schema
@@ -29,14 +29,13 @@ llama.cpp and xgrammar share.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 from typing import Any
 
 from gateway.config import GuideSettings
 from gateway.families.calls import Guide
-from gateway.pipeline.structured.bounds import over_limit
+from gateway.pipeline.structured.bounds import over_limit, over_limit_soon
 from gateway.sandbox import (
     SandboxCrashed,
     SandboxPool,
@@ -66,8 +65,8 @@ async def guide_error(
         return verdict
     if len(guide.text) <= INLINE_BYTES:
         verdict = over_limit(guide.type, guide.text, limits)
-    else:  # a walk of up to max_bytes takes tens of ms: not on the event loop
-        verdict = await asyncio.to_thread(over_limit, guide.type, guide.text, limits)
+    else:  # a walk of up to max_bytes takes tens of ms: in steps, the loop between them
+        verdict = await over_limit_soon(guide.type, guide.text, limits)
     if verdict is None:
         verdict = await _compiled(guide, limits, pool)
     if verdict is not None:
