@@ -70,10 +70,13 @@ class _Body:
         if self.done:
             return await self._receive()
         now = self._loop.time()
-        waits = {"total": self._deadline - now, "idle": self._idle_s, "rate": self._rate_wait(now)}
-        why = min(waits, key=waits.__getitem__)
+        wait, why = self._deadline - now, "total"
+        if self._idle_s < wait:
+            wait, why = self._idle_s, "idle"
+        if self._rate.bytes_per_s > 0 and (rate := self._rate_wait(now)) < wait:
+            wait, why = rate, "rate"
         try:
-            message = await _within(self._receive, max(waits[why], 0.0))
+            message = await _within(self._receive, max(wait, 0.0))
         except asyncio.TimeoutError:
             self.timed_out = True
             raise self._timeout(why) from None
@@ -87,8 +90,6 @@ class _Body:
     def _rate_wait(self, now: float) -> float:
         """Until the minimum rate's deadline: the grace, plus 1/rate s per byte received."""
         rate = self._rate
-        if rate.bytes_per_s <= 0:
-            return float("inf")
         return self._started + rate.grace_s + self._received / rate.bytes_per_s - now
 
     def _timeout(self, why: str) -> RequestTimeout:
