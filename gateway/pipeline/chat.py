@@ -54,6 +54,11 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> list
     family = served.family
     tools = tool_plan(request, family)
     asked = requested_output(request, tools)
+    contract = await served.get_contract()
+    guide = None
+    if asked is not None:  # before the tools are rendered into the prompt: a hostile schema
+        suspects = tools.suspects() if tools is not None else []  # costs no more than this
+        guide = await check_guide(asked, contract, served.config.id, runtime, suspects)
     family.check_text(parsed.conversation)
     conversation = lowered(parsed.conversation, family, tools)
     family.check_conversation(conversation)
@@ -64,11 +69,6 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> list
     limits = runtime.settings.generation
     check_prompt_size(text_input, served, limits.max_prompt_chars)
     check_total_prompt([len(text_input)], request.n, limits.max_total_prompt_chars, "messages")
-    contract = await served.get_contract()
-    guide = None
-    if asked is not None:
-        suspects = tools.suspects() if tools is not None else []
-        guide = await check_guide(asked, contract, served.config.id, runtime, suspects)
     parser = tools.parser(family, request.stream) if tools is not None else None
     if parser is not None and request.logprobs:
         raise InvalidRequest(
