@@ -63,12 +63,12 @@ def _steps(kind: str, text: str, limits: GuideSettings) -> Steps:
     if kind == "regex":
         if size > limits.max_regex_bytes:
             return _over("max_regex_bytes", f"it is {size} bytes", limits.max_regex_bytes)
-        return _groups(text, limits, quotes=False)
+        return (yield from _groups(text, limits, quotes=False))
     if kind == "ebnf_grammar":
         rules = text.count("::=")
         if rules > limits.max_rules:
             return _over("max_rules", f"it has {rules} rules", limits.max_rules)
-        return _groups(text, limits, quotes=True)
+        return (yield from _groups(text, limits, quotes=True))
     return None
 
 
@@ -184,11 +184,14 @@ _REGEX_TOKENS = re.compile(r"\\.|\[(?:\\.|[^\]\\])*\]?|[()|]", re.S)
 _GRAMMAR_TOKENS = re.compile(r'\\.|\[(?:\\.|[^\]\\])*\]?|"(?:\\.|[^"\\])*"?|[()]', re.S)
 
 
-def _groups(text: str, limits: GuideSettings, *, quotes: bool) -> str | None:
+def _groups(text: str, limits: GuideSettings, *, quotes: bool) -> Steps:
     """Group nesting and (in a regex) alternatives, skipping escapes, character classes and
     (in a grammar) quoted literals."""
     depth = bars = 0
-    for match in (_GRAMMAR_TOKENS if quotes else _REGEX_TOKENS).finditer(text):
+    tokens = (_GRAMMAR_TOKENS if quotes else _REGEX_TOKENS).finditer(text)
+    for count, match in enumerate(tokens):
+        if count % STEP == STEP - 1:
+            yield
         token = match.group()
         if token == "(":
             depth += 1
