@@ -221,8 +221,7 @@ async def _attack(
         took = time.monotonic() - started
         spans.append((started, started + took, label))
         slowest = max(slowest, (took, label))
-        code = reply.json().get("error", {}).get("code") if reply.status_code != 200 else "ok"
-        outcomes[f"{reply.status_code} {code}"] += 1
+        outcomes[f"{reply.status_code} {_kind(reply)}"] += 1
         if reply.status_code == 200:
             accepted.append(label)
     ended = time.monotonic()
@@ -243,6 +242,22 @@ async def _attack(
         "interval_ms": args.interval_ms, "open_limits": args.open_limits,
         "served_after": served.status_code == 200, "baseline": args.baseline,
     }  # fmt: skip
+
+
+def _kind(reply: httpx.Response) -> str:
+    """The answer's code, and for a refused guide which step refused it."""
+    if reply.status_code == 200:
+        return "ok"
+    error = reply.json().get("error", {})
+    message, code = error.get("message", ""), error.get("code")
+    if code != "invalid_guide":
+        return str(code)
+    for words, step in (("crashed the grammar compiler", "a compile worker crashed"),
+                        ("compile_timeout_s", "a compile ran out of time"),
+                        ("[guides]", "a structural limit")):  # fmt: skip
+        if words in message:
+            return f"{code} ({step})"
+    return f"{code} (the engine's compile refused it)"
 
 
 def _overlapping(spans: list[tuple[float, float, str]], start: float, end: float) -> list[str]:
