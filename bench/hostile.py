@@ -91,11 +91,11 @@ def serve(port: int, interval_s: float, open_limits: bool) -> None:
 
     models = [ServedModel(id=name, family="llava", triton_model="m", triton_url=f"fake:{i}")
               for i, name in enumerate((MODEL, STREAM_MODEL), start=1)]  # fmt: skip
-    settings = Settings(
-        models=models, embedded=EmbeddedSettings(enabled=False),
-        server={"port": port, "host": "127.0.0.1"}, generation={"max_tokens": 1_000_000},
+    settings = Settings.model_validate({
+        "models": models, "embedded": EmbeddedSettings(enabled=False),
+        "server": {"port": port, "host": "127.0.0.1"}, "generation": {"max_tokens": 1_000_000},
         **({"guides": OPEN_LIMITS} if open_limits else {}),
-    )  # fmt: skip
+    })  # fmt: skip
     served = {}
     for model, pace in zip(models, (None, interval_s), strict=True):
         client = PacedClient(str(model.triton_url), pace)
