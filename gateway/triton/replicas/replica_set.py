@@ -40,6 +40,7 @@ from gateway.triton.replicas import choice
 from gateway.triton.replicas.agreement import difference, majority
 from gateway.triton.replicas.discovery import DnsName
 from gateway.triton.replicas.health import DEFAULT_EJECT_BACKOFF_S, Health
+from gateway.triton.replicas.lost import LostWatch
 
 log = logging.getLogger(__name__)
 
@@ -76,38 +77,6 @@ class Replica:
     def agrees(self) -> bool:
         """No model of this replica is refused for a disagreeing config."""
         return all(verdict is None for verdict in self.verdicts.values())
-
-
-class _Lost:
-    """One call's line to its replica's probe: a failed probe cancels the task reading the
-    call, marked, so the set can tell that cancellation from the caller's own."""
-
-    def __init__(self, replica: Replica) -> None:
-        self.replica = replica
-        self.task = asyncio.current_task()
-        self.fired = False
-        replica.waiting.add(self.lose)
-        if not replica.health.probe_ok:  # lost since the call chose it
-            self.lose()
-
-    def lose(self) -> None:
-        if not self.fired and self.task is not None and not self.task.done():
-            self.fired = True
-            self.task.cancel()
-
-    def take_back(self) -> None:
-        """The cancellation was ours: the task goes on (to a retry, or to raise an error)."""
-        uncancel = getattr(self.task, "uncancel", None)  # Python 3.11+
-        if uncancel is not None:
-            uncancel()
-
-    def error(self) -> UpstreamUnavailable:
-        return UpstreamUnavailable(
-            f"Triton replica {self.replica.name} stopped answering its readiness probe"
-        )
-
-    def close(self) -> None:
-        self.replica.waiting.discard(self.lose)
 
 
 class ReplicaSet:
@@ -335,7 +304,7 @@ class ReplicaSet:
             replica.in_flight += 1
             replica.requests += 1
             self._calls(replica, 1)
-            lost = _Lost(replica)
+            lost = LostWatch(replica)
             try:
                 responses: Any = replica.backend.stream(model_name, inputs, request_id, outputs)
                 async with contextlib.aclosing(responses):
