@@ -104,6 +104,8 @@ class SandboxPool:
             if child.alive():
                 return child
             self._discard(child)  # died while idle (an operator, the OOM killer)
+        # Started from the loop's default executor, whose threads live as long as the loop: the
+        # child's PR_SET_PDEATHSIG follows the thread that started it, not the process.
         child = await asyncio.to_thread(spawn_child, self._preload, self.limits.memory_mb,
                                         self.limits.stack_mb)  # fmt: skip
         self._children.add(child)
