@@ -36,7 +36,9 @@ from gateway.triton.replicas.discovery import is_dns
 log = logging.getLogger(__name__)
 
 # What a guide compile worker imports before its first guide (the compiler and its job).
-GUIDE_WORKER_MODULES = ("llguidance", "llguidance.gbnf_to_lark")
+GUIDE_WORKER_MODULES = (
+    "llguidance", "llguidance.gbnf_to_lark", "gateway.pipeline.structured.engine",
+)  # fmt: skip
 
 
 @dataclass

@@ -83,7 +83,7 @@ async def test_guides_that_crash_the_compiler_cost_a_worker_not_the_gateway(
     crash = await http.post(CHAT, json=_ask(response_format=DEEP))
     assert crash.status_code == 400 and crash.json()["error"]["code"] == "invalid_guide"
     assert "crashed the grammar compiler (SIGSEGV)" in crash.json()["error"]["message"]
-    deep_grammar = await http.post(CHAT, json=_ask(guided_grammar=grammar_chain(3000)))
+    deep_grammar = await http.post(CHAT, json=_ask(guided_grammar=grammar_chain(5000)))
     assert deep_grammar.status_code == 400, deep_grammar.text
     message = deep_grammar.json()["error"]["message"]
     assert "crashed the grammar compiler" in message or "compile_timeout_s" in message
