@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+MAX_MESSAGE_CHARS = 4000  # of a compiler's message sent back (the gateway cuts it further)
 PROBE_STEPS = 24  # matcher steps walked from the start: where the widest rows are
 # The reference models' JSON options (server_repo/reference_kit/guided.py): compact JSON.
 JSON_OPTIONS: Any = {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
@@ -24,7 +25,16 @@ _OPENERS = b'{["'
 
 
 def compile_error(guide_type: str, text: str) -> str | None:
-    """Compile as the engine does: None, or the compiler's message (runs in the sandbox)."""
+    """Compile as the engine does: None, or the compiler's message, cut short here (it quotes
+    the guide, sometimes several times: a 1 MB regex made a 4 MB message), so no more than a
+    few KB travel back (runs in the sandbox)."""
+    message = _compile(guide_type, text)
+    if message is None:
+        return None
+    return message.split("\n<state>")[0][:MAX_MESSAGE_CHARS]
+
+
+def _compile(guide_type: str, text: str) -> str | None:
     from llguidance import LLMatcher
 
     try:
