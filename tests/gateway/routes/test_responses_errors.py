@@ -243,3 +243,18 @@ async def test_a_prewarm_from_the_openai_sdk_is_refused_and_generates_nothing(
         store=False,
     )
     assert answered.status == "completed" and fake.requests
+
+
+async def test_a_long_id_is_not_echoed_whole(http: httpx.AsyncClient) -> None:
+    """Issue 22 item 8: a 5,000-character id came back whole in the 404."""
+    long_id = "resp_" + "x" * 5000
+    for reply in (
+        await http.get(f"{URL}/{long_id}"),
+        await http.delete(f"{URL}/{long_id}"),
+        await http.get(f"{URL}/{long_id}/input_items"),
+    ):
+        error = assert_openai_error(reply, 404, "not_found")
+        assert len(reply.content) < 1024 and "(5005 characters)" in error["message"]
+    reply = await http.post(URL, json=ask(previous_response_id=long_id))
+    assert_openai_error(reply, 400)  # over the field's length (256), not echoed either
+    assert len(reply.content) < 1024
