@@ -16,7 +16,6 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from gateway.families.tool_formats.base import ToolCallDelta
 from gateway.protocol.common import UsageCounts
 
 Task = Literal["transcribe", "translate"]
@@ -171,17 +170,6 @@ class Scored:
 
     def __bool__(self) -> bool:
         return bool(self.text or self.tokens)
-
-
-@dataclass(frozen=True)
-class Choice:
-    """One item of choice ``index``: a text piece, a tool call's piece, or its ``Outcome``."""
-
-    index: int
-    item: str | Scored | ToolCallDelta | Outcome
-
-    def __bool__(self) -> bool:
-        return True
 
 
 @dataclass(frozen=True)

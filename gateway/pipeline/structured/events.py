@@ -2,7 +2,9 @@
 
 The relay yields text as Triton writes it; here that text is split into content and
 ``ToolCallDelta``s (markup held back, never sent as content), and a choice that made a call
-and stopped on its own ends with ``finish_reason`` ``tool_calls``.
+and stopped on its own ends with ``finish_reason`` ``tool_calls``. One cut by ``max_tokens``
+keeps ``length``, with the call it was writing given as far as it got (streamed or not, as
+OpenAI does): its arguments are not valid JSON, and ``length`` says why.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ async def with_tools(events: Relay, parser: ToolParser) -> Relay:
                     for piece in _events(parser.feed(text)):
                         yield piece
                 case Done(outcome):
-                    for piece in _events(parser.close()):
+                    for piece in _events(parser.close(cut=outcome.finish_reason == "length")):
                         yield piece
                     if parser.calls and outcome.finish_reason == "stop":
                         outcome = replace(outcome, finish_reason="tool_calls")
