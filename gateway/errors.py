@@ -25,6 +25,7 @@ The tree:
     │   ├── NotFound                  404 no stored response has that id (for this API key)
     │   ├── AuthenticationError       401 missing or wrong API key
     │   ├── RequestTimeout            408 the request's head or body came too slowly
+    │   ├── RequestTooLarge           413 request_too_large: the body is over the server's cap
     │   ├── RateLimited               429 too many requests in flight
     │   ├── HeaderFieldsTooLarge      431 too many header fields, or too many header bytes
     │   └── StoreQuotaExceeded        429 insufficient_quota: this API key's stored responses
@@ -185,6 +186,13 @@ class RateLimited(ClientError):
     error_type = "rate_limit_error"
     default_code = "rate_limit_exceeded"
     retry_after_s = 1
+
+
+class RequestTooLarge(ClientError):
+    """The request body is larger than the server takes (``[server] max_body_bytes``)."""
+
+    status_code = 413
+    default_code = "request_too_large"
 
 
 class HeaderFieldsTooLarge(ClientError):
