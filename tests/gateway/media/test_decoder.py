@@ -43,7 +43,7 @@ async def test_jobs_run_on_threads_within_the_budget_with_the_pools_errors() -> 
     decoder = InProcessDecoder(OffloadLimits(workers=1, item_timeout_s=0.2))
     try:
         assert (await decoder.run(_thread_name)).startswith("decode")
-        with pytest.raises(MediaTimeout, match="the video took longer than the 0.2 s"):
+        with pytest.raises(MediaTimeout, match=r"the video took longer than the 0\.2 s"):
             await decoder.run(time.sleep, 0.6, what="the video")
         with pytest.raises(MediaTooLarge):
             await decoder.run(_out_of_memory)
