@@ -25,6 +25,7 @@ from gateway.protocol.audio import UNSUPPORTED_FIELDS, TranscriptionRequest
 from gateway.routes import openapi
 from gateway.routes.answer import Answer, Events, answer
 from gateway.routes.form import read_form
+from gateway.routes.state import runtime_of
 from gateway.streaming import transcript as formats
 
 router = APIRouter()
@@ -102,7 +103,7 @@ def _chunking(body: TranscriptionRequest) -> TurnDetection | None:
 
 
 async def _serve(request: Request, task: Task) -> Response:
-    runtime = request.app.state.runtime
+    runtime = runtime_of(request)
     record = record_of(request.state)
     form = await read_form(request, runtime.settings.server.max_body_bytes)
     body = _validate(form.fields)

@@ -26,6 +26,7 @@ from gateway.protocol.conversations import ConversationCreate, ConversationUpdat
 from gateway.routes import openapi
 from gateway.routes.body import parse_body
 from gateway.routes.responses import list_params, paged
+from gateway.routes.state import runtime_of
 from gateway.runtime import Runtime
 from gateway.store import StoredConversation
 
@@ -62,11 +63,11 @@ def _items(raw: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _store(request: Request) -> tuple[Runtime, str]:
-    return request.app.state.runtime, key_id(request.state)
+    return runtime_of(request), key_id(request.state)
 
 
 async def _body(request: Request, model: type[Any]) -> Any:
-    runtime: Runtime = request.app.state.runtime
+    runtime = runtime_of(request)
     return await parse_body(request, model, runtime.settings.server.max_body_bytes)
 
 
