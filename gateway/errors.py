@@ -52,6 +52,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from typing_extensions import Self
+
 
 class StartupAborted(Exception):
     """The gateway could not start, and has logged why in words; the traceback a server
@@ -68,9 +70,39 @@ class GatewayError(Exception):
 
     def __init__(self, message: str, *, param: str | None = None, code: str | None = None):
         super().__init__(message)
-        self.message = message
-        self.param = param
-        self.code = code or self.default_code
+        self._message = message
+        self._param = param
+        self._code = code or self.default_code
+
+    # Read-only: an error says what it said when it was raised. A layer that knows more (which
+    # part of the request it was) raises a ``revised`` copy instead of editing this one.
+    @property
+    def message(self) -> str:
+        return self._message
+
+    @property
+    def param(self) -> str | None:
+        return self._param
+
+    @property
+    def code(self) -> str:
+        return self._code
+
+    def revised(
+        self, *, message: str | None = None, param: str | None = None, code: str | None = None
+    ) -> Self:
+        """A copy of this error (same class, status and type) with these fields replaced."""
+        copy = type(self).__new__(type(self))
+        copy.__dict__.update(self.__dict__)
+        copy._message = self._message if message is None else message
+        copy._param = self._param if param is None else param
+        copy._code = self._code if code is None else code
+        copy.args = (copy._message,)
+        return copy
+
+    def located(self, param: str) -> Self:
+        """This error naming ``param`` as its field, unless it names one already."""
+        return self if self._param is not None else self.revised(param=param)
 
     def to_body(self) -> dict[str, Any]:
         """The OpenAI error object for this error."""

@@ -84,8 +84,7 @@ def _sampled_bytes(frames: FrameList, chosen: set[int], max_bytes: int) -> dict[
         try:
             data = decode_base64_payload(text, max_bytes, where)
         except MediaURLError as exc:
-            exc.code = "invalid_video_url"
-            raise
+            raise exc.revised(code="invalid_video_url") from exc
         total += len(data)
         if total > max_bytes:
             raise MediaTooLarge(
@@ -102,9 +101,7 @@ def _decode(data: bytes, index: int, count: int, limits: ImageLimits) -> Image.I
     try:
         return decode_image(data, limits)
     except MediaError as exc:
-        exc.message = f"frame {index + 1} of {count}: {exc.message}"
-        exc.args = (exc.message,)
-        raise
+        raise exc.revised(message=f"frame {index + 1} of {count}: {exc.message}") from exc
 
 
 def _rgb(image: Image.Image, width: int, height: int) -> np.ndarray[Any, Any]:

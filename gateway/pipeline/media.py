@@ -241,8 +241,7 @@ async def _prepare_audio(parts: Sequence[MediaPart], runtime: Runtime) -> Prepar
     try:
         item = await _decode(part, runtime, await _bytes(part, runtime), prepare_audio, limits)
     except GatewayError as exc:
-        exc.param = exc.param or part.where  # as every image and video part is named
-        raise
+        raise exc.located(part.where) from exc  # as every image and video part is named
     return PreparedMedia(None, None, 1, samples=item.array)
 
 
@@ -259,8 +258,7 @@ async def decode_upload(data: bytes, runtime: Runtime) -> np.ndarray[Any, Any]:
             on_wait=lambda seconds: metrics.queued("decode", seconds),
         )
     except GatewayError as exc:
-        exc.param = exc.param or "file"  # the form field the upload came in
-        raise
+        raise exc.located("file") from exc  # the form field the upload came in
     metrics.media_decoded("audio", item.decode_s, 0)
     return item.array
 
@@ -314,8 +312,8 @@ async def _bytes(part: MediaPart, runtime: Runtime) -> bytes | FrameList:
             limit = runtime.settings.media.max_bytes
             data = decode_base64_payload(part.data or "", limit, "input_audio.data")
     except MediaURLError as exc:
-        exc.code = f"invalid_{part.kind}_url" if part.url is not None else "invalid_media"
-        raise
+        code = f"invalid_{part.kind}_url" if part.url is not None else "invalid_media"
+        raise exc.revised(code=code) from exc
     size = data.size if isinstance(data, FrameList) else len(data)
     runtime.metrics.media_fetched(part.kind, time.perf_counter() - started, size)
     return data
@@ -353,9 +351,8 @@ def _successes(
         if isinstance(result, GatewayError):
             total = sum(1 for p in parts if p.kind == part.kind)
             number = sum(1 for p in parts[: index + 1] if p.kind == part.kind)
-            result.message = f"{part.kind} {number} of {total}: {result.message}"
-            result.param = result.param or part.where
-            raise result
+            message = f"{part.kind} {number} of {total}: {result.message}"
+            raise result.revised(message=message).located(part.where) from result
         if isinstance(result, BaseException):
             raise result
     return [r for r in results if isinstance(r, PreparedItem)]

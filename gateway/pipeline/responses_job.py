@@ -311,25 +311,26 @@ async def prepare_response(job: ResponseJob, runtime: Runtime) -> list[Prepared]
     try:
         return await prepare_chat(job.chat, runtime)
     except GatewayError as exc:
-        rename(exc, job.origins)
-        raise
+        raise renamed(exc, job.origins) from exc
 
 
-def rename(error: GatewayError, origins: list[str]) -> None:
-    """Chat's field names in an error, as this request named them."""
+def renamed(error: GatewayError, origins: list[str]) -> GatewayError:
+    """``error`` with chat's field names as this request named them."""
 
     def origin(match: re.Match[str]) -> str:
         index = int(match.group(1))
         return origins[index] if index < len(origins) else match.group(0)
 
-    error.message = _TOOL_FIELD.sub(r"tools[\1].", _MESSAGE.sub(origin, error.message))
+    message = _TOOL_FIELD.sub(r"tools[\1].", _MESSAGE.sub(origin, error.message))
     for chat_name, ours in _PARAMS.items():
         if chat_name != "messages":  # a word of many messages; only its indexed form is renamed
-            error.message = error.message.replace(chat_name, ours)
-    if error.param is not None:
-        error.param = _TOOL_FIELD.sub(r"tools[\1].", _MESSAGE.sub(origin, error.param))
-        head, dot, rest = error.param.partition(".")
-        error.param = _PARAMS.get(head, head) + dot + rest
+            message = message.replace(chat_name, ours)
+    param = error.param
+    if param is not None:
+        param = _TOOL_FIELD.sub(r"tools[\1].", _MESSAGE.sub(origin, param))
+        head, dot, rest = param.partition(".")
+        param = _PARAMS.get(head, head) + dot + rest
+    return error.revised(message=message, param=param)
 
 
 async def append_turn(job: ResponseJob, final: dict[str, Any], runtime: Runtime) -> None:

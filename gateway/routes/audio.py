@@ -98,8 +98,7 @@ def _chunking(body: TranscriptionRequest) -> TurnDetection | None:
     try:
         return replace(SERVER_VAD, **given)
     except InvalidRequest as exc:
-        exc.param = f"chunking_strategy.{exc.param}"
-        raise
+        raise exc.revised(param=f"chunking_strategy.{exc.param}") from exc
 
 
 async def _serve(request: Request, task: Task) -> Response:

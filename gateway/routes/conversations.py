@@ -57,8 +57,8 @@ def _items(raw: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return normalise(raw)
     except InvalidRequest as exc:
         if exc.param is not None and exc.param.startswith("input"):
-            exc.param = "items" + exc.param.removeprefix("input")
-            exc.message = exc.message.replace("input[", "items[")
+            param = "items" + exc.param.removeprefix("input")
+            raise exc.revised(message=exc.message.replace("input[", "items["), param=param) from exc
         raise
 
 
