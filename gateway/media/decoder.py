@@ -49,19 +49,11 @@ class InProcessDecoder:
         self._threads = ThreadLane(lane, self.limits.item_timeout_s) if lane.threads else None
         workers = ThreadLimits(threads=self.limits.workers)
         self._workers = ThreadLane(workers, self.limits.item_timeout_s)
+        self.run = self._workers.run  # the workers' stand-in: a lane of its own
 
     @property
     def threads(self) -> ThreadLane | None:
         return self._threads
-
-    async def run(
-        self,
-        function: Callable[..., T],
-        *args: Any,
-        what: str = "the media",
-        on_wait: Callable[[float], None] | None = None,
-    ) -> T:
-        return await self._workers.run(function, *args, what=what, on_wait=on_wait)
 
     async def aclose(self) -> None:
         self._workers.close()
