@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from PIL import __version__ as _PILLOW_VERSION
+from PIL import features
 
 from gateway.families.base import Family
 from gateway.media.audio import AudioLimits, decode_audio
@@ -23,7 +25,24 @@ from gateway.media.local import FrameList
 from gateway.media.video import FrameSampling, VideoLimits, decode_video
 from gateway.media.video_frames import decode_frame_list
 
-__all__ = ["DigestInputs", "PreparedItem", "prepare_audio", "prepare_image", "prepare_video"]
+__all__ = [
+    "DECODERS",
+    "IMAGE_SOURCE_KIND",
+    "DigestInputs",
+    "PreparedItem",
+    "image_digest_inputs",
+    "prepare_audio",
+    "prepare_image",
+    "prepare_video",
+    "source_array",
+]
+
+# What turns an image's bytes into pixels: any change here may change the pixels.
+DECODERS = "pillow={};jpeg={};webp={};zlib={}".format(
+    _PILLOW_VERSION, *(features.version(name) for name in ("jpg", "webp", "zlib"))
+)
+# The digest's kind for an image hashed by its source bytes (never equal to a hashed array's).
+IMAGE_SOURCE_KIND = "image:source"
 
 
 @dataclass(frozen=True)
@@ -37,6 +56,7 @@ class DigestInputs:
     salt: str = ""
 
     def digest(self, arrays: list[np.ndarray]) -> bytes:
+        """The digest of ``arrays`` (an image's: its source bytes as a uint8 array)."""
         return content_digest(
             model=self.model,
             options=self.options,
@@ -44,6 +64,18 @@ class DigestInputs:
             kinds=[self.kind] * len(arrays),
             salt=self.salt,
         )
+
+
+def image_digest_inputs(model: str, family: Family, draft: str, salt: str = "") -> DigestInputs:
+    """What an image request's digest covers besides the source bytes: the model, the family's
+    processing options, JPEG draft decoding (``draft``) and the decoder versions."""
+    processing = f"{family.processing_options()}|{draft}|{DECODERS}"
+    return DigestInputs(model, processing, IMAGE_SOURCE_KIND, salt)
+
+
+def source_array(data: bytes) -> np.ndarray:
+    """``data`` as the uint8 array the digest frames (a view: no copy)."""
+    return np.frombuffer(data, dtype=np.uint8)
 
 
 @dataclass(frozen=True)
@@ -56,6 +88,7 @@ class PreparedItem:
     pixels: int  # decoded pixels (width x height, summed over frames); 0 for audio
     size: tuple[int, int] = (0, 0)  # (height, width) of a decoded image, as decoded
     digest: bytes | None = None  # the request's content digest, when this is its only item
+    source: bytes | None = None  # an image's source bytes: what a request's digest covers
 
 
 def prepare_image(
@@ -66,7 +99,7 @@ def prepare_image(
     digest: DigestInputs | None = None,
 ) -> PreparedItem:
     """Decode (in JPEG draft mode when the family's input is much smaller), preprocess, and
-    hash when ``digest`` is given."""
+    hash the source bytes when ``digest`` is given."""
     started = time.perf_counter()
     image = decode_image(
         data, limits, target_size=family.image_decode_size, draft_margin=draft_margin
@@ -79,7 +112,7 @@ def prepare_image(
         time.perf_counter() - decoded,
         image.width * image.height,
         (image.height, image.width),
-        digest.digest([array]) if digest is not None else None,
+        digest.digest([source_array(data)]) if digest is not None else None,
     )
 
 
