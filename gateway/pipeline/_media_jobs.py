@@ -24,6 +24,7 @@ from gateway.media.image import ImageLimits, decode_image
 from gateway.media.local import FrameList
 from gateway.media.video import FrameSampling, VideoLimits, decode_video
 from gateway.media.video_frames import decode_frame_list
+from gateway.observability.tracing import phase
 
 __all__ = [
     "DECODERS",
@@ -35,6 +36,7 @@ __all__ = [
     "prepare_image",
     "prepare_video",
     "source_array",
+    "trace_job",
 ]
 
 # What turns an image's bytes into pixels: any change here may change the pixels.
@@ -89,6 +91,24 @@ class PreparedItem:
     size: tuple[int, int] = (0, 0)  # (height, width) of a decoded image, as decoded
     digest: bytes | None = None  # the request's content digest, when this is its only item
     source: bytes | None = None  # an image's source bytes: what a request's digest covers
+    started: float = 0.0  # perf_counter when the job began (one clock for threads, processes)
+    digest_s: float = 0.0
+
+
+def trace_job(item: PreparedItem, submitted: float, lane: str) -> None:
+    """The job's phases for the request's trace: the hop to the job, its decode, preprocess
+    and digest, and the hop back (what the loop waited beyond the job itself)."""
+    if not item.started:
+        return
+    decoded = item.started + item.decode_s
+    preprocessed = decoded + item.preprocess_s
+    finished = preprocessed + item.digest_s
+    phase("media.hop_to_job", submitted, item.started, lane=lane)
+    phase("media.decode", item.started, decoded, pixels=item.pixels)
+    phase("media.preprocess", decoded, preprocessed)
+    if item.digest_s:
+        phase("media.digest", preprocessed, finished)
+    phase("media.hop_back", finished)
 
 
 def prepare_image(
@@ -106,13 +126,17 @@ def prepare_image(
     )
     decoded = time.perf_counter()
     array = family.prepare_image(image)
+    prepared = time.perf_counter()
+    hashed = digest.digest([source_array(data)]) if digest is not None else None
     return PreparedItem(
         array,
         decoded - started,
-        time.perf_counter() - decoded,
+        prepared - decoded,
         image.width * image.height,
         (image.height, image.width),
-        digest.digest([source_array(data)]) if digest is not None else None,
+        hashed,
+        started=started,
+        digest_s=time.perf_counter() - prepared,
     )
 
 
@@ -133,14 +157,17 @@ def prepare_video(
     decoded = time.perf_counter()
     array = family.prepare_video(frames)
     pixels = int(frames.shape[0] * frames.shape[1] * frames.shape[2])
+    prepared = time.perf_counter()
     hashed = digest.digest([array]) if digest is not None else None
+    done = time.perf_counter()
     return PreparedItem(
-        array, decoded - started, time.perf_counter() - decoded, pixels, digest=hashed
-    )
+        array, decoded - started, prepared - decoded, pixels, digest=hashed,
+        started=started, digest_s=done - prepared,
+    )  # fmt: skip
 
 
 def prepare_audio(data: bytes, limits: AudioLimits) -> PreparedItem:
     """Decode to 16 kHz mono float32 (families that take audio window it themselves)."""
     started = time.perf_counter()
     samples = decode_audio(data, limits)
-    return PreparedItem(samples, time.perf_counter() - started, 0.0, 0)
+    return PreparedItem(samples, time.perf_counter() - started, 0.0, 0, started=started)

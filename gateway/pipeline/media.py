@@ -37,6 +37,7 @@ from gateway.families.base import Family
 from gateway.media.local import FRAME_LIST_TYPE, FrameList, decode_base64_payload
 from gateway.media.threads import ThreadLane
 from gateway.media.video import FrameSampling
+from gateway.observability.tracing import phase
 from gateway.pipeline._media_jobs import (
     DigestInputs,
     PreparedItem,
@@ -45,6 +46,7 @@ from gateway.pipeline._media_jobs import (
     prepare_image,
     prepare_video,
     source_array,
+    trace_job,
 )
 from gateway.pipeline.conversation import MediaKind, MediaPart
 from gateway.protocol.chat import MediaIOKwargs
@@ -305,6 +307,7 @@ async def _bytes(part: MediaPart, runtime: Runtime) -> bytes | FrameList:
         raise
     size = data.size if isinstance(data, FrameList) else len(data)
     runtime.metrics.media_fetched(part.kind, time.perf_counter() - started, size)
+    phase("media.fetch", started, bytes=size)
     return data
 
 
@@ -319,6 +322,7 @@ async def _decode(
     """Run ``job(data, *args)`` in the offload pool (or ``lane``) and report its timings."""
     metrics = runtime.metrics
     run = lane.run if lane is not None else runtime.offload.run
+    submitted = time.perf_counter()
     item: PreparedItem = await run(
         job,
         data,
@@ -326,6 +330,7 @@ async def _decode(
         what=f"the {part.kind}",
         on_wait=lambda seconds: metrics.queued("decode", seconds),
     )
+    trace_job(item, submitted, "thread" if lane is not None else "process")
     metrics.media_decoded(part.kind, item.decode_s, item.pixels)
     if item.preprocess_s:
         metrics.media_preprocessed(part.kind, item.preprocess_s)
