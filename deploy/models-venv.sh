@@ -6,9 +6,16 @@
 # under NumPy 2, so the models must import NumPy 1; but the image's SciPy (imported by
 # transformers) is built for NumPy 2, so NumPy 1 alone breaks it. This makes a venv that sees
 # every package of the image (torch, transformers, ...) *behind* its own NumPy 1 and a SciPy
-# that works with it. It reads the image's site-packages from the running python3 itself, so
+# that works with it (SciPy 1.18 needs NumPy 2; 1.17 still takes 1.26). It reads the image's site-packages from the running python3 itself, so
 # it works when python3 is itself a venv (where --system-site-packages would expose the base
 # interpreter instead).
+#
+# The stub embeds the venv's interpreter and ignores PYTHONPATH, so nothing here may count on
+# it: pip runs without it (else a package it finds there, such as the gateway's llguidance
+# carried to the machine on PYTHONPATH, is "already satisfied" and never installed), this
+# checkout is put on the venv's own path (a .pth), and the check imports everything the
+# reference models import, as the stub will (server_repo/reference_kit/stub_environment.py:
+# without PYTHONPATH, from /). It ends "models environment ready" only when all of it imports.
 #
 #   deploy/models-venv.sh /opt/models-venv                       # from PyPI
 #   deploy/models-venv.sh /opt/models-venv --no-index --find-links ./wheels   # offline
@@ -17,27 +24,21 @@ set -euo pipefail
 venv=${1:?usage: deploy/models-venv.sh DIR [pip options]}
 shift
 python=${PYTHON:-python3}
-"$python" -m venv "$venv"
+checkout=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# Every step as the stub sees it: no PYTHONPATH (nor PYTHONHOME, PIP_TARGET, PIP_PREFIX).
+clean=(env -u PYTHONPATH -u PYTHONHOME -u PIP_TARGET -u PIP_PREFIX)
+"${clean[@]}" "$python" -m venv "$venv"
 site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-# The image's own packages, searched after the venv's (a .pth line is appended to sys.path).
-"$python" -c 'import sysconfig; p = sysconfig.get_paths(); print(p["purelib"]); print(p["platlib"])' \
-  | sort -u >"$site/image-packages.pth"
+# The image's own packages, searched after the venv's; added as site dirs, so that their own
+# .pth files (an editable install of this project in the image) count too.
+image_sites=$("${clean[@]}" "$python" -c \
+  'import sysconfig; p = sysconfig.get_paths(); print(sorted({p["purelib"], p["platlib"]}))')
+echo "import site; list(map(site.addsitedir, $image_sites))" >"$site/image-packages.pth"
+# The models' own code (server_repo), wherever the gateway starts from; last, so an installed
+# copy of the project in the image wins.
+printf '%s\n' "$checkout" >"$site/zz-mmgw-checkout.pth"
 # llguidance: the reference models' guided decoding (one wheel, no dependencies).
-"$venv/bin/python" -m pip install -q --disable-pip-version-check "$@" 'numpy<2' 'scipy>=1.13,<1.17' \
-  'llguidance>=1.0'
-"$venv/bin/python" - <<'PY'
-import llguidance
-import numpy
-import scipy.special
-import torch
-import transformers
-from transformers import LlavaForConditionalGeneration, WhisperForConditionalGeneration
-
-assert numpy.__version__.startswith("1."), numpy.__version__
-print(
-    f"models environment ready: numpy {numpy.__version__}, scipy {scipy.__version__}, "
-    f"torch {torch.__version__} (cuda: {torch.cuda.is_available()}), "
-    f"transformers {transformers.__version__}, llguidance {llguidance.__version__}"
-)
-PY
+"${clean[@]}" "$venv/bin/python" -m pip install -q --disable-pip-version-check "$@" \
+  'numpy<2' 'scipy>=1.13,<1.18' 'llguidance>=1.0'
+"${clean[@]}" "$venv/bin/python" "$checkout/server_repo/reference_kit/stub_environment.py"
 echo "export MMGW_EMBEDDED__PYTHON=$venv/bin/python"

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gateway.config import Settings
+from gateway.errors import UpstreamUnavailable
 from gateway.server.ready import address_url, ready_line
 from gateway.triton.embedded.launcher import backoff, die_with_parent
 
@@ -269,8 +270,13 @@ def _forget(pid: int, metrics_dir: Path) -> None:
 
 
 def serve(settings: Settings, workers: int, log_level: str) -> int:
-    """``mmgw serve`` with several workers: supervise until SIGTERM or SIGINT."""
-    asyncio.run(Supervisor(settings, workers, log_level).run())
+    """``mmgw serve`` with several workers: supervise until SIGTERM or SIGINT. A start-up
+    that fails (the embedded Triton) is said in one line, as ``mmgw serve`` says it, exit 3."""
+    try:
+        asyncio.run(Supervisor(settings, workers, log_level).run())
+    except UpstreamUnavailable as exc:
+        log.error("mmgw could not start: %s", exc.message)
+        return 3
     return 0
 
 

@@ -118,7 +118,8 @@ async def test_stream_emits_deltas_then_done(client: AsyncOpenAI) -> None:
     assert done is not None and len(deltas) > 1
     assert "".join(deltas) == done.text == whole.text
     assert done.usage is not None and done.usage.type == "tokens"
-    assert done.usage.input_token_details.audio_tokens == 7 * 50
+    details = done.usage.input_token_details
+    assert details is not None and abs((details.audio_tokens or 0) - 7 * 50) <= 1  # 50/s
     assert done.usage.output_tokens > 0
 
 

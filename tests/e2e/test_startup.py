@@ -85,8 +85,9 @@ def test_a_clean_start_ends_in_one_ready_line(tmp_path: Path) -> None:
     assert match.group(1) == f"http://127.0.0.1:{port}" and match.group(2) == "reference-llava"
     before = said[: ready[0]]
     assert before[0].startswith("starting tritonserver over "), before
-    assert any(m.startswith("loading the embedded models: ") for m in before), before
-    assert len(before) <= 8, before  # not 81 lines
+    progress = [m for m in before if m.startswith("loading the embedded models: ")]
+    assert progress and before == [before[0], *progress], before  # not 81 lines
+    assert len(progress) <= 20, progress  # one per model loaded, or per 10 s of waiting
     assert not any(marker in stderr for marker in NOISE), stderr[-3000:]
 
 
