@@ -2,6 +2,8 @@
 
 - ``overhead``: the gateway against direct gRPC, Triton's generate_stream and LiteLLM
 - ``scale``: gateway throughput under flood with 1, 2, 4, 8 worker processes
+- ``gpu-goals``: issue 28's goals in one run (flood ratio x5, tokens per CPU-second, 64 paced
+  streams, image TTFT at 336/1024 px), a table of goal vs measured
 - ``held``: 1,000 concurrent SSE streams through one gateway process
 - ``serve``: Triton with the load fixture and the gateway, left running (for aiperf, curl)
 - ``aiperf``: NVIDIA's aiperf profiling the gateway with images and streaming
@@ -31,6 +33,9 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     overhead.add_arguments(commands.add_parser("overhead", help="gateway cost vs peers"))
     scale.add_arguments(commands.add_parser("scale", help="throughput as workers are added"))
+    from bench import gpu_goals
+
+    gpu_goals.add_arguments(commands.add_parser("gpu-goals", help="issue 28's goals, one run"))
     held.add_arguments(commands.add_parser("held", help="many held SSE streams"))
     serve.add_arguments(commands.add_parser("serve", help="run the bench stack"))
     aiperf.add_arguments(commands.add_parser("aiperf", help="aiperf against the gateway"))
@@ -87,6 +92,10 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command == "scale":
         return uvloop.run(scale.run(args))
+    if args.command == "gpu-goals":
+        from bench import gpu_goals
+
+        return uvloop.run(gpu_goals.run(args))
     if args.command == "overhead":
         return uvloop.run(overhead.run(overhead.options_from(args)))
     if args.command == "held":
