@@ -82,7 +82,8 @@ def timeline(spans: list[Any], skip: int = 0) -> str:
     """Per span name: count, start after the request's start and duration (median, p90);
     the first ``skip`` requests (warm-ups) left out."""
     ordered = sorted(
-        (s for s in spans if not s.parent_span_id), key=lambda s: s.start_time_unix_nano
+        (s for s in spans if not s.parent_span_id and s.name.startswith("POST")),
+        key=lambda s: s.start_time_unix_nano,
     )
     roots = {s.trace_id: s for s in ordered[skip:]}
     starts: dict[str, list[float]] = defaultdict(list)

@@ -27,6 +27,8 @@ IMAGE_PHASES = [
     "media.preprocess",
     "media.digest",
     "media.hop_back",
+    "media.prepare",
+    "chat.plan",
     "first_token",
     "last_token",
 ]
