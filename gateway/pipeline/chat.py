@@ -77,8 +77,8 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> list
     logprobs = await logprobs_asked(served, contract, top, "logprobs")
     media_started = time.perf_counter()
     media = await prepare_media(parsed.media, served, runtime, request.media_io_kwargs)
-    phase("media.prepare", media_started, items=len(parsed.media))
     if media:
+        phase("media.prepare", media_started, items=len(parsed.media))
         runtime.metrics.media_prepared(served.config.id, time.perf_counter() - media_started)
         if media.extra_id is not None and family.supports_extra_id:
             runtime.metrics.kv_reuse_id_sent(served.config.id)
