@@ -12,6 +12,8 @@
 - ``hotpath``: in-process CPU microseconds per token and per request (before/after)
 - ``structured``: a large JSON schema's compile time (cold, cached) and the in-process cost
   of ``json_schema`` and ``tools`` requests against plain text
+- ``hostile``: 200 hostile guides in a row against one gateway process: same PID, RSS, and
+  another client's stream's largest gap between tokens meanwhile
 - ``profile``: py-spy samples of the gateway process under streaming load
 - ``report DIR``: re-render a saved run's tables, goals and plot
 - ``replicas``: KV reuse with image-affinity routing over embedded Triton replicas
@@ -29,7 +31,18 @@ from pathlib import Path
 
 
 def _parser() -> argparse.ArgumentParser:
-    from bench import aiperf, held, hotpath, overhead, profile, replicas, scale, serve, structured
+    from bench import (
+        aiperf,
+        held,
+        hostile,
+        hotpath,
+        overhead,
+        profile,
+        replicas,
+        scale,
+        serve,
+        structured,
+    )
 
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -51,6 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     from bench import realtime
 
     realtime.add_arguments(commands.add_parser("realtime", help="live transcription sessions"))
+    hostile.add_arguments(commands.add_parser("hostile", help="200 hostile guides, one process"))
     rerender = commands.add_parser("report", help="re-render a saved run")
     rerender.add_argument("folder", type=Path)
     gpu = commands.add_parser("reference-gpu", help="GPU check of the reference models")
@@ -86,6 +100,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench import structured
 
         return structured.main(args)
+    if args.command == "hostile":
+        from bench import hostile
+
+        return hostile.main(args)
     import uvloop
 
     from bench import aiperf, held, overhead, profile, replicas, scale, serve

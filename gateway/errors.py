@@ -38,8 +38,10 @@ The tree:
     │   ├── UpstreamTimeout           504 Triton went silent: no token within the idle
     │   │                                 timeout, or the request ran past its deadline
     │   └── UpstreamFailed            502 Triton answered with an error mid-request
-    └── MediaWorkerFailed             503 media_worker_failed: a decoding worker died under an
-                                          item, and again on the retry (Retry-After: 1)
+    ├── MediaWorkerFailed             503 media_worker_failed: a decoding worker died under an
+    │                                     item, and again on the retry (Retry-After: 1)
+    └── DecoderUnavailable            503 decoder_unavailable: this server lacks the decoder
+                                          a media kind needs (PyAV/FFmpeg not installed)
 
 An error with ``retry_after_s`` set is answered with a ``Retry-After`` header.
 """
@@ -266,3 +268,23 @@ class MediaWorkerFailed(GatewayError):
     status_code = 503
     default_code = "media_worker_failed"
     retry_after_s = 1
+
+
+class DecoderUnavailable(GatewayError):
+    """The server cannot decode this kind of media at all (its PyAV, and so FFmpeg, is not
+    installed): the deployment's fault, not the media's, and no retry helps until an operator
+    installs it."""
+
+    status_code = 503
+    default_code = "decoder_unavailable"
+
+
+MAX_ECHOED_CHARS = 64  # of a client's value (an id, a name) quoted in an error message
+
+
+def echoed(value: str, most: int = MAX_ECHOED_CHARS) -> str:
+    """``value`` quoted for an error message, cut when long: a 5,000-character id is not
+    sent back whole (nor logged whole)."""
+    if len(value) <= most:
+        return repr(value)
+    return f"{value[:most]!r}... ({len(value)} characters)"

@@ -23,6 +23,7 @@ from gateway.media.fetch import MediaFetcher
 from gateway.media.identity import ExtraIdRegistry
 from gateway.media.offload import Offloader, OffloadLimits
 from gateway.observability.metrics import GatewayMetrics
+from gateway.sandbox import SandboxPool, VerdictCache
 from gateway.store import PostgresStore, ResponseStore, Retention, SqliteStore
 from gateway.triton.backend import TritonBackend
 from gateway.triton.client import TritonClient
@@ -34,6 +35,11 @@ from gateway.triton.replicas import ReplicaSet, Routing, parse_dns
 from gateway.triton.replicas.discovery import is_dns
 
 log = logging.getLogger(__name__)
+
+# What a guide compile worker imports before its first guide (the compiler and its job).
+GUIDE_WORKER_MODULES = (
+    "llguidance", "llguidance.gbnf_to_lark", "gateway.pipeline.structured.engine",
+)  # fmt: skip
 
 
 @dataclass
@@ -50,6 +56,15 @@ class ServedRuntime:
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     # LoRA task ids this Triton model has had the weights of (shared by its served ids).
     lora: LoraLedger = field(default_factory=LoraLedger)
+    # Its Triton's readiness (set by the Runtime): calls in flight hear when it is lost.
+    readiness: ReadinessWatch | None = None
+
+    def on_lost(self, lost: Callable[[], None]) -> Callable[[], None]:
+        """Call ``lost()`` when this model's Triton loses its readiness; returns what stops
+        listening."""
+        if self.readiness is None:
+            return lambda: None
+        return self.readiness.listen(self.client.url, self.config.triton_model, lost)
 
     async def get_contract(self) -> ModelContract:
         if self.contract is None:
@@ -58,6 +73,7 @@ class ServedRuntime:
                     contract = await self.client.contract(self.config.triton_model)
                     contract.require(self.family.required_inputs, "a TensorRT-LLM text contract")
                     self.family.bind(frozenset(contract.inputs), contract.name)
+                    self.family.check_deployment(contract.parameters, contract.name)
                     self.contract = contract
         return self.contract
 
@@ -145,15 +161,23 @@ class Runtime:
     responses: ResponseStore | None = None
     readiness: ReadinessWatch = field(init=False)
     background: BackgroundWork = field(init=False)
+    # Guides are compiled in sandboxed processes, started on the first guide (none before).
+    guide_sandbox: SandboxPool = field(init=False)
+    guide_verdicts: VerdictCache = field(init=False)
 
     def __post_init__(self) -> None:
         if self.responses is None:
             self.responses = response_store(self.settings)
         self.background = BackgroundWork(self.settings.responses.max_background)
         self.metrics.watch_collisions(lambda: self.extra_ids.collisions)
+        guides = self.settings.guides
+        self.guide_sandbox = SandboxPool(guides.sandbox_limits(), preload=GUIDE_WORKER_MODULES)
+        self.guide_verdicts = VerdictCache(guides.cache_bytes, guides.max_message_chars)
         self.readiness = ReadinessWatch(
             {url: (client, self._triton_models(url)) for url, client in self.clients.items()}
         )
+        for served in self.models.values():
+            served.readiness = self.readiness
 
     def _triton_models(self, url: str) -> list[str]:
         names = {m.config.triton_model for m in self.models.values() if m.client.url == url}
@@ -201,6 +225,7 @@ class Runtime:
         await self.store.close()
         await self.fetcher.aclose()
         await self.offload.aclose()
+        await self.guide_sandbox.aclose()
         for client in self.clients.values():
             await client.close()
         if self.embedded is not None:
@@ -278,6 +303,7 @@ async def build_runtime(
             clients[url] = await _backend(url, served, settings, connect, metrics)
         client = clients[url]
         family = get_family(served.family, served.family_options)
+        family.engine_images(served.max_images)
         if served.lora and not family.supports_lora:
             raise ValueError(f"model {served.id!r}: family {family.name!r} takes no LoRA adapters")
         remember = not isinstance(client, ReplicaSet)
@@ -289,6 +315,10 @@ async def build_runtime(
             served, family, client, tokenizer_path=tokenizer, lora=ledger
         )
     for served_runtime in models.values():
+        family = served_runtime.family
+        log.info(
+            "model %s (family %s): %s", served_runtime.config.id, family.name, family.server_side()
+        )
         try:
             await served_runtime.get_contract()
         except GatewayError as exc:

@@ -3,6 +3,7 @@ and loading), ``limits.py`` (request limits by concern), ``models.py`` (served m
 ``responses.py`` (the stored responses' file and retention), ``realtime.py`` (live
 transcription sessions' bounds)."""
 
+from gateway.config.guides import GuideSettings
 from gateway.config.limits import (
     LEGACY_LIMITS,
     AudioSettings,
@@ -49,6 +50,7 @@ __all__ = [
     "EmbeddedSettings",
     "FetchSettings",
     "GenerationSettings",
+    "GuideSettings",
     "ImageSettings",
     "LoraAdapter",
     "MediaSettings",

@@ -183,6 +183,12 @@ class GenerationSettings(Strict):
         description="the longest prompt text, in characters, sent to Triton for tokenising; "
         "a served model's max_input_tokens may bound it further",
     )
+    max_total_prompt_chars: int = Field(
+        4 << 20,
+        ge=1,
+        description="all the prompt text one request sends to Triton for tokenising: each "
+        "prompt once per choice (n), as one Triton request goes out per prompt and choice",
+    )
 
 
 # The settings that lived in one [limits] table before they were grouped by concern: an old

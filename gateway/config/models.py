@@ -91,7 +91,12 @@ class ServedModel(Strict):
         description="None: the family's known end id; 'server': send none, so the "
         "deployment's tokenizer EOS applies; or an explicit id (never -1).",
     )
-    pad_id: int | None = None
+    pad_id: int | Literal["server"] | None = Field(
+        None,
+        description="None: the family's known pad id; 'server': send none, so the "
+        "deployment's tokenizer pad applies (it is also where NVIDIA's preprocessing starts "
+        "an encoder-decoder's decoder); or an explicit id.",
+    )
     tokenizer: Path | None = Field(
         None,
         description="The engine's Hugging Face tokenizer (tokenizer.json, or the folder holding "

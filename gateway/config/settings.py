@@ -20,6 +20,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from gateway.config.guides import GuideSettings
 from gateway.config.limits import (
     DecodeSettings,
     FetchSettings,
@@ -85,6 +86,11 @@ class ServerSettings(Strict):
     # bytes: 64 MiB in 60 s needs 9 Mbit/s; a stall of 15 s outlasts TCP's retransmissions.
     body_timeout_s: float = Field(60.0, gt=0)
     body_idle_timeout_s: float = Field(15.0, gt=0)
+    # Apache's MinRate: after the grace period a body must keep arriving at this average rate
+    # (each byte extends its deadline by 1/rate s), so a trickle of a byte a second is closed
+    # after the grace, not at body_timeout_s; a slow mobile link (2 KB/s) never meets it.
+    body_min_rate_bytes_s: float = Field(500.0, ge=0, description="0: no minimum rate")
+    body_min_rate_grace_s: float = Field(10.0, ge=0)
 
 
 # The reference models' own default (server_repo/reference_kit/weights.py DEFAULT_CACHE_DIR).
@@ -183,6 +189,7 @@ class Settings(BaseSettings):
     observability: ObservabilitySettings = Field(default_factory=ObservabilitySettings)
     responses: ResponsesSettings = Field(default_factory=ResponsesSettings)
     realtime: RealtimeSettings = Field(default_factory=RealtimeSettings)
+    guides: GuideSettings = Field(default_factory=GuideSettings)
     models: list[ServedModel] = Field(default_factory=default_models)
     api_keys: tuple[str, ...] = ()
     unsafe_allow_private_media_urls_for_tests: bool = Field(

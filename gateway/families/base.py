@@ -9,7 +9,7 @@ the pixel work in worker threads and tests can check it without a server.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Literal
 
@@ -30,8 +30,21 @@ ImageTensorName = Literal["image_input", "image_bytes_input"]
 # Video goes as raw frames (``video_bytes_input``) or, for Video-NeVA, as preprocessed frames
 # in ``image_input`` (the encoder treats frames as images).
 VideoTensorName = Literal["video_bytes_input", "image_input"]
+# NVIDIA's multimodal preprocessing (tensorrtllm_backend all_models/inflight_batcher_llm/
+# preprocessing, then TensorRT-LLM triton_backend/all_models from v0.20): the release that
+# first serves a model type (its supported list in v0.13.0, v0.15.0, v0.16.0, v0.19.0).
+NVIDIA_PREPROCESSING = "NVIDIA's Triton multimodal preprocessing (tensorrtllm_backend {since} on)"
 # The inputs of TensorRT-LLM's text contract, without which no text family can be served.
 TEXT_CONTRACT_INPUTS = ("text_input", "max_tokens")
+# NVIDIA's preprocessing (tensorrtllm_backend all_models/inflight_batcher_llm/preprocessing/1/
+# model.py @c2e65b88d85255be30cf50440a91662abeb497dd, ``VisionPreProcessor``) flattens a
+# request's ``image_bytes_input`` images into one list and pairs image i with query i: a second
+# image of one request has no query (IndexError for mllama and qwen2_vl) or fails the batch-size
+# assert (llava_onevision), inside Triton. The families it serves this way take one image.
+ONE_RAW_IMAGE = (
+    "NVIDIA's Triton preprocessing for this family reads one image_bytes_input image per "
+    "request (a second one fails inside Triton)"
+)
 
 
 SpeechFinder = Callable[[np.ndarray], Sequence[tuple[int, int]]]
@@ -117,6 +130,8 @@ class Family:
     requires_image: ClassVar[bool] = False
     requires_video: ClassVar[bool] = False
     max_images: ClassVar[int | None] = None
+    # Why ``max_images`` is what it is, said in the refusal (a server-side limit, not a choice).
+    image_limit_reason: ClassVar[str | None] = None
     # Videos and audio clips one request can carry: a video tensor is [1, frames, ...] (its
     # second axis holds frames, not videos), and a speech encoder takes one clip.
     max_videos: ClassVar[int] = 1
@@ -131,6 +146,12 @@ class Family:
     # The name the deployment gives the original image sizes, for families whose encoder
     # output depends on them (LLaVA-NeXT unpadding, Phi-3-vision crops); sent when declared.
     image_sizes_tensor: ClassVar[str | None] = None
+    # The Triton server side NVIDIA ships for this family (docs/families.md): where and since
+    # which release its preprocessing serves it; None where NVIDIA ships none, and then what
+    # the deployment must provide itself (``deployment_must_provide``). Shown in /v1/models
+    # and logged at start-up.
+    nvidia_server_side: ClassVar[str | None] = None
+    deployment_must_provide: ClassVar[str] = ""
     # How this family's checkpoints write tools, calls and results (``tool_formats/``);
     # None: a request with tools is refused.
     tool_format: ClassVar[ToolFormat | None] = None
@@ -143,9 +164,24 @@ class Family:
         """The ``text_input`` for this conversation."""
         raise NotImplementedError
 
+    def engine_images(self, max_images: int | None) -> None:
+        """Called once with the served model's ``max_images`` (the deployment's
+        ``max_num_images``), for families whose server-side prompt depends on it."""
+
     def bind(self, declared: frozenset[str], model_name: str) -> None:
         """Called once the deployment's inputs are known (a family with several contracts
         picks one here); the text contract's inputs were checked already."""
+
+    def server_side(self) -> str:
+        """One line on the server side this family relies on, for /v1/models and the log."""
+        if self.nvidia_server_side:
+            return self.nvidia_server_side
+        must = self.deployment_must_provide
+        return f"no NVIDIA Triton server side; the deployment provides {must}"
+
+    def check_deployment(self, parameters: Mapping[str, str], model_name: str) -> None:
+        """Called once the deployment's config parameters are known: refuse a deployment that
+        cannot serve this family correctly (``UpstreamUnavailable``, saying why)."""
 
     def check_speech(self, speech: SpeechOptions, sampling: Sampling) -> SpeechOptions:
         """Whether this family takes an audio endpoint's job; a speech family resolves it."""
@@ -207,12 +243,24 @@ class Family:
                 param="messages",
                 code="image_required",
             )
-        if self.max_images is not None and conversation.image_count > self.max_images:
+        limit = self.image_limit()
+        if limit is not None and conversation.image_count > limit:
             raise TooManyMediaItems(
-                f"this request has {conversation.image_count} images; model family "
-                f"'{self.name}' takes at most {self.max_images} per request",
-                param="messages",
+                self.image_limit_message(conversation.image_count), param="messages"
             )
+
+    def image_limit(self) -> int | None:
+        """The most images one request may carry for this family (None: the engine decides)."""
+        return self.max_images
+
+    def image_limit_message(self, count: int) -> str:
+        """The refusal for ``count`` images, naming the family's limit and why it exists."""
+        limit = self.image_limit()
+        message = (
+            f"this request has {count} images; model family '{self.name}' takes at most "
+            f"{limit} per request"
+        )
+        return f"{message}: {self.image_limit_reason}" if self.image_limit_reason else message
 
     def _carries_kind_it_cannot_take(self, conversation: Conversation) -> bool:
         audios = sum(t.audios for t in conversation.turns)

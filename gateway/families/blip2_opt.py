@@ -4,12 +4,14 @@ NVIDIA's preprocessing adds nothing for BLIP2: the Q-Former's 32 features are pr
 the text goes as the client wrote it, so the gateway writes the ``Question: {q} Answer:``
 form the guides use. Earlier turns become earlier question/answer pairs. One image per
 request (the Q-Former reads one), and an image is required: a BLIP2 engine is an image
-captioner/VQA model whose prompt is about the picture.
+captioner/VQA model whose prompt is about the picture. Generation ends at OPT's newline, as
+in NVIDIA's runner: the model closes its answer with one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy as np
 from PIL import Image
@@ -21,8 +23,14 @@ from gateway.families._pixels import (
     preprocess,
     to_fp16_batch,
 )
-from gateway.families.base import Conversation, Family, require_final_user_turn
+from gateway.families.base import (
+    NVIDIA_PREPROCESSING,
+    Conversation,
+    Family,
+    require_final_user_turn,
+)
 
+OPT_NEWLINE = 50118  # "\n" (GPT-2's "Ċ") in OPT's vocabulary
 BLIP2_224 = PixelSpec(
     size=(224, 224),
     resample=Image.Resampling.BICUBIC,
@@ -47,12 +55,18 @@ def render_question_answer(conversation: Conversation) -> str:
 
 class Blip2Opt(Family):
     name = "blip2_opt"
+    nvidia_server_side: ClassVar[str | None] = NVIDIA_PREPROCESSING.format(since="v0.13.0")
     image_tensor = "image_input"
     image_decode_size = (224, 224)
     features_per_image = 32  # the Q-Former's query tokens
     requires_image = True
     max_images = 1
-    default_end_id = 2  # OPT's </s>
+    # NVIDIA's runner ends BLIP2-OPT answers at OPT's newline (tensorrt_llm/runtime/
+    # multimodal_model_runner.py, ``generate``: "For BLIP2-OPT, model outputs a "\n" at the
+    # end. we avoid it by using newline as the end token", end_id = tokenizer.encode("\n",
+    # add_special_tokens=False)[0]); NVIDIA's Triton preprocessing would use </s> (2), which
+    # the model rarely emits, so answers ran on to max_tokens.
+    default_end_id = OPT_NEWLINE
     default_pad_id = 1  # OPT's <pad>
     reserved_markers = ("</s>",)
 

@@ -13,6 +13,11 @@ from gateway.families.blip2_opt import Blip2Opt
 
 class Blip2T5(Blip2Opt):
     name = "blip2_t5"
+    nvidia_server_side = None  # NVIDIA's preprocessing serves blip2-opt only
+    deployment_must_provide = (
+        "an encoder-decoder preprocessing: ViT and Q-Former, the 32 query features "
+        "and the text into the T5 encoder, the decoder started at the pad id"
+    )
     default_end_id = 1  # T5's </s>
     default_pad_id = 0  # T5's <pad>, also its decoder start token
     supports_extra_id = False  # enc-dec engines: --paged_kv_cache disable, no reuse

@@ -74,6 +74,10 @@ def flattened_patches(image: Image.Image, max_patches: int = MAX_PATCHES) -> np.
 
 class Deplot(Family):
     name = "deplot"
+    deployment_must_provide = (
+        "an encoder-decoder deployment whose encoder reads the flattened patches "
+        "and whose decoder starts at the pad id"
+    )
     image_tensor = "image_input"
     features_per_image = MAX_PATCHES  # encoder positions (max_encoder_input_len 2048)
     requires_image = True

@@ -8,8 +8,11 @@ processor's patches cover: the image rounded up to whole 30 px patches. The serv
 the patch grid from the tensor's shape and lays out the image placeholders (one per patch,
 a newline per row) before the text, as the processor does; features = rows x (cols + 1).
 
-The text goes as written (the server adds the BOS and the answer marker); an image with no
-text gets NVIDIA's runner prompt ``Describe this image:``. One image per request.
+The text goes as written (the server adds the BOS and the answer marker), an empty question
+included: NVIDIA's runner builds Fuyu's ids from the processor's ``input_ids`` for the text
+alone (its ``pre_prompt = "Describe this image:"`` is never read for Fuyu, tensorrt_llm/runtime/
+multimodal_model_runner.py ``preprocess``), so no text is added here either. One image per
+request.
 """
 
 from __future__ import annotations
@@ -27,7 +30,6 @@ from gateway.families.kosmos2 import render_completion
 CANVAS = (1080, 1920)  # (height, width) the processor fits images into
 PATCH = 30
 PAD_VALUE = 1.0  # on the 0-255 scale, before rescaling (as the processor pads)
-DEFAULT_PROMPT = "Describe this image:"
 
 
 def fitted_size(height: int, width: int) -> tuple[int, int]:
@@ -61,13 +63,17 @@ def preprocess_fuyu(image: Image.Image) -> np.ndarray:
 
 class Fuyu(Family):
     name = "fuyu"
+    deployment_must_provide = (
+        "a preprocessing that lays out Fuyu's patch placeholders (a newline per row), "
+        "BOS, the text and the answer marker, as FuyuProcessor does"
+    )
     image_tensor = "image_input"
     features_per_image = 36 * 65  # 1080 x 1920: 36 rows of 64 patches, a newline per row
     max_images = 1
     reserved_markers = ("|SPEAKER|", "|NEWLINE|", "<s>", "|ENDOFTEXT|")
 
     def render(self, conversation: Conversation) -> str:
-        return render_completion(conversation, DEFAULT_PROMPT)
+        return render_completion(conversation, "")
 
     def prepare_image(self, image: Image.Image) -> np.ndarray:
         return preprocess_fuyu(image)

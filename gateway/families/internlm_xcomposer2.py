@@ -1,15 +1,22 @@
 """InternLM-XComposer2 (VL, with LoRA): fp16 ``image_input`` at 490 px, 1225 features.
 
-NVIDIA's ``internlm_xcomposer2`` Triton models wrap the text in InternLM2's chat frame,
-``[UNUSED_TOKEN_146]user\\n`` + image features + ``{q}[UNUSED_TOKEN_145]\\n[UNUSED_TOKEN_146]
-assistant\\n``; the guide's client sends only the question. So the gateway sends the question,
-earlier turns inside it in the same frame (as for LLaVA), a system text first.
+The guide's deployment (seeds/004; its Triton models are Howe-Young/tensorrtllm_backend
+``all_models/internlm_xcomposer2`` @76a0d1f53335a9f08b6a750c278651458813948e) adds no chat
+frame: its preprocessing splits ``text_input`` at ``<ImageHere>``, tokenizes the part before
+and the part after (each with BOS), and puts the image features between them; a text without
+``<ImageHere>`` fails there (IndexError). Its client (``tools/internlm_xcomposer2/client.py``,
+same commit) writes the whole InternLM2 chat prompt, and so does the gateway:
+``[UNUSED_TOKEN_146]system\n{system}[UNUSED_TOKEN_145]\n`` then each turn as
+``[UNUSED_TOKEN_146]{role}\n{text}[UNUSED_TOKEN_145]\n``, ``<ImageHere>`` at the head of the
+user turn that carried the image, and ``[UNUSED_TOKEN_146]assistant\n`` last. Without a system
+message the system text is the client's meta instruction (as its Python evaluates it: only the
+first line of the four it spells out reaches the prompt).
 
 The vision side is CLIP ViT-L/14 at 490 x 490 (bicubic, CLIP mean/std, no crop): 35 x 35 =
 1225 features. The model's Partial-LoRA (the ``Plora`` weights applied to image positions)
 ships as a LoRA adapter: ``lora_task_id`` with ``lora_weights`` and ``lora_config`` on first
 use, the id alone afterwards (see ``ServedModel.lora``). One image per request, required:
-every prompt of this deployment has its image slot.
+the deployment's preprocessing splits every prompt at its one image slot.
 """
 
 from __future__ import annotations
@@ -25,29 +32,35 @@ from gateway.families.cogvlm import SQUARE_490_CLIP
 
 START = "[UNUSED_TOKEN_146]"
 END = "[UNUSED_TOKEN_145]"
+IMAGE = "<ImageHere>"
+META_INSTRUCTION = "You are an AI assistant whose name is InternLM-XComposer (浦语·灵笔).\n"
 
 
 class InternLMXComposer2(Family):
     name = "internlm_xcomposer2"
+    deployment_must_provide = (
+        "the guide's community templates (Howe-Young/tensorrtllm_backend "
+        "all_models/internlm_xcomposer2): <ImageHere> split, ViT run"
+    )
     image_tensor = "image_input"
     image_decode_size = (490, 490)
     features_per_image = 1225
     requires_image = True
     max_images = 1
+    image_limit_reason = f"the deployment's preprocessing splits the prompt at one {IMAGE}"
     supports_lora = True
     stop_strings = (END,)
-    reserved_markers = (START, END, "<s>", "</s>", "<ImageHere>")
+    reserved_markers = (START, END, "<s>", "</s>", IMAGE)
 
     def render(self, conversation: Conversation) -> str:
         require_final_user_turn(conversation)
-        pieces: list[str] = []
-        if conversation.system:
-            pieces.append(conversation.system.strip() + "\n")
-        for index, turn in enumerate(conversation.turns):
-            if turn.role == "assistant":
-                pieces.append(f"{END}\n{START}assistant\n{turn.text}{END}\n")
-            else:
-                pieces.append(turn.text if index == 0 else f"{START}user\n{turn.text}")
+        system = conversation.system.strip() if conversation.system else META_INSTRUCTION
+        pieces = [f"{START}system\n{system}{END}\n"]
+        for turn in conversation.turns:
+            role = "assistant" if turn.role == "assistant" else "user"
+            slot = IMAGE * turn.images if role == "user" else ""
+            pieces.append(f"{START}{role}\n{slot}{turn.text}{END}\n")
+        pieces.append(f"{START}assistant\n")
         return "".join(pieces)
 
     def prepare_image(self, image: Image.Image) -> np.ndarray:

@@ -36,19 +36,24 @@ DEFAULT_PROMPT = "<grounding>An image of"
 
 
 def render_completion(conversation: Conversation, default: str) -> str:
-    """System text and every turn joined by spaces; an empty last question becomes ``default``.
+    """System text and every turn joined by spaces; an empty last question becomes ``default``
+    (nothing when ``default`` is empty).
 
     For completion-style models with no chat template: the history is plain preceding text.
     """
     require_final_user_turn(conversation)
     texts = [conversation.system.strip()] if conversation.system else []
     texts += [t.text.strip() for t in conversation.turns[:-1] if t.text.strip()]
-    texts.append(conversation.turns[-1].text.strip() or default)
-    return " ".join(texts)
+    last = conversation.turns[-1].text.strip() or default
+    return " ".join([*texts, last] if last else texts)
 
 
 class Kosmos2(Family):
     name = "kosmos2"
+    deployment_must_provide = (
+        "a preprocessing that writes '<image>' + 64 features + '</image>' before "
+        "the text, as Kosmos2Processor does"
+    )
     image_tensor = "image_input"
     image_decode_size = (224, 224)
     features_per_image = 64  # the image-to-text projection's latent queries

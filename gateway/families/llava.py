@@ -14,12 +14,18 @@ import numpy as np
 from PIL import Image
 
 from gateway.families._pixels import CLIP_336, preprocess, to_fp16_batch
-from gateway.families.base import Conversation, Family, require_final_user_turn
+from gateway.families.base import (
+    NVIDIA_PREPROCESSING,
+    Conversation,
+    Family,
+    require_final_user_turn,
+)
 from gateway.families.tool_formats.registry import HERMES
 
 
 class Llava(Family):
     name = "llava"
+    nvidia_server_side = NVIDIA_PREPROCESSING.format(since="v0.13.0")
     tool_format = HERMES
     image_tensor = "image_input"
     image_decode_size = (336, 336)  # CLIP's shortest edge: large JPEGs decode in draft mode

@@ -99,6 +99,10 @@ def features_for(height: int, width: int) -> int:
 
 class LlavaNext(Family):
     name = "llava_next"
+    deployment_must_provide = (
+        "a preprocessing that wraps the text as '[INST] ' + features + newline + "
+        "text + ' [/INST]' and unpads the tile features with image_sizes_input"
+    )
     tool_format = MISTRAL
     image_tensor = "image_input"
     image_sizes_tensor = "image_sizes_input"

@@ -16,7 +16,13 @@ import numpy as np
 from PIL import Image
 
 from gateway.families._pixels import resize_to_fit
-from gateway.families.base import Conversation, Family, require_final_user_turn
+from gateway.families.base import (
+    NVIDIA_PREPROCESSING,
+    ONE_RAW_IMAGE,
+    Conversation,
+    Family,
+    require_final_user_turn,
+)
 from gateway.families.tool_formats.registry import HERMES
 
 # The largest grid pinpoint of llava-onevision-qwen2 checkpoints is 2304 px a side.
@@ -27,10 +33,13 @@ END_OF_TURN = "<|im_end|>"
 
 class LlavaOnevision(Family):
     name = "llava_onevision"
+    nvidia_server_side = NVIDIA_PREPROCESSING.format(since="v0.16.0")
     tool_format = HERMES
     image_tensor = "image_bytes_input"
     video_tensor = "video_bytes_input"
     video_max_short_side = VIDEO_SIDE
+    max_images = 1
+    image_limit_reason = ONE_RAW_IMAGE
     features_per_image = 729  # per 384 px tile; anyres uses up to 9 tiles plus the base
     default_end_id = 151645  # <|im_end|> of the Qwen2 tokenizer
     stop_strings = ()

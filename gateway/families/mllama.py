@@ -1,16 +1,19 @@
 """Llama-3.2-Vision (mllama): raw uint8 ``image_bytes_input``; the server's processor tiles.
 
-The server adds nothing to the text (triton-contract.md section 5): the text must hold one
-``<|image|>`` per image, where the cross-attention reads it, and Instruct checkpoints need
-their chat template applied by the client. The gateway renders the Llama 3 template (system,
-earlier turns, the assistant header last) without ``<|begin_of_text|>``: the server's
-processor adds BOS itself, and a second one would shift every position. Base checkpoints
-(``mllama_base``) take ``<|image|>`` + the text as is.
+The server adds nothing to the text but BOS (triton-contract.md section 5): the text must hold
+one ``<|image|>`` per image, where the cross-attention reads it, and Instruct checkpoints need
+their chat template applied by the client. The gateway renders Meta's Llama-3.2-Vision chat
+template (the one NVIDIA's runner applies through ``MllamaProcessorWrapper``) without
+``<|begin_of_text|>``: the server's tokenizer adds BOS itself, and a second one would shift
+every position. Meta's template writes its system block (knowledge dates, then the system
+text) only when the conversation has no image, and refuses a system message next to an image;
+the gateway does the same, with a 400 that says so. Base checkpoints (``mllama_base``) take
+``<|image|>`` + the text as is.
 
 Images go as decoded pixels, downscaled only as far as the processor would anyway (at most
-4 tiles of 560 px: a 2240 px side). Text-only turns are fine: the server skips the encoder.
-End id 128001 and pad id 128004 as NVIDIA's guide sends them; Instruct turns end with
-``<|eot_id|>``, sent as a stop word so the server stops there.
+4 tiles of 560 px: a 2240 px side), one per request (``ONE_RAW_IMAGE``). Text-only turns are
+fine: the server skips the encoder. End id 128001 and pad id 128004 as NVIDIA's guide sends
+them; Instruct turns end with ``<|eot_id|>``, sent as a stop word so the server stops there.
 """
 
 from __future__ import annotations
@@ -21,16 +24,32 @@ from typing import ClassVar
 import numpy as np
 from PIL import Image
 
+from gateway.errors import InvalidRequest
 from gateway.families._pixels import resize_to_fit
-from gateway.families.base import Conversation, Family, require_final_user_turn
+from gateway.families.base import (
+    NVIDIA_PREPROCESSING,
+    ONE_RAW_IMAGE,
+    Conversation,
+    Family,
+    require_final_user_turn,
+)
 from gateway.families.llava_onevision import stack_letterboxed
 from gateway.families.tool_formats.base import ToolFormat
+from gateway.families.tool_formats.llama3 import SYSTEM_HEAD
 from gateway.families.tool_formats.registry import LLAMA3_JSON
 
 IMAGE = "<|image|>"
 TILE = 560
 MAX_SIDE = 4 * TILE  # max_image_tiles = 4: the widest canvas is 4 x 1 tiles
 EOT = "<|eot_id|>"
+# Meta's template's system block head when no tools are offered (its date_string default).
+DATE_HEAD = "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024"
+
+
+def _user_system(system: str | None) -> str:
+    """The request's own system text: what remains once a tool format's head is taken off."""
+    text = (system or "").strip()
+    return text.removeprefix(SYSTEM_HEAD).strip()
 
 
 def _header(role: str) -> str:
@@ -40,8 +59,11 @@ def _header(role: str) -> str:
 
 class Mllama(Family):
     name = "mllama"
+    nvidia_server_side = NVIDIA_PREPROCESSING.format(since="v0.15.0")
     tool_format: ClassVar[ToolFormat | None] = LLAMA3_JSON
     image_tensor = "image_bytes_input"
+    max_images = 1
+    image_limit_reason = ONE_RAW_IMAGE
     features_per_image = 6404  # encoder output per image: 4 tiles x 1601 (max_encoder_input_len)
     default_end_id = 128001  # <|end_of_text|>
     default_pad_id = 128004  # <|finetune_right_pad_id|>
@@ -56,11 +78,25 @@ class Mllama(Family):
         "<|python_tag|>",
     )
 
+    def check_conversation(self, conversation: Conversation) -> None:
+        super().check_conversation(conversation)
+        if conversation.image_count and _user_system(conversation.system):
+            raise InvalidRequest(
+                "Llama-3.2-Vision's chat template does not take a system message in a "
+                "conversation with images (Meta's template refuses it: 'Prompting with images "
+                "is incompatible with system messages'); move the instructions into the user "
+                "message",
+                param="messages",
+                code="unsupported_system_message",
+            )
+
     def render(self, conversation: Conversation) -> str:
         require_final_user_turn(conversation)
         pieces: list[str] = []
-        if conversation.system:
-            pieces.append(_header("system") + conversation.system.strip() + EOT)
+        if not conversation.image_count:  # Meta's template: a system block only without images
+            system = (conversation.system or "").strip()
+            head = "" if system.startswith(SYSTEM_HEAD) else DATE_HEAD + "\n\n"
+            pieces.append(_header("system") + head + system + EOT)
         for turn in conversation.turns:
             pieces.append(_header(turn.role) + IMAGE * turn.images + turn.text + EOT)
         pieces.append(_header("assistant"))
@@ -82,6 +118,9 @@ class MllamaBase(Mllama):
     name = "mllama_base"
     tool_format = None  # a base checkpoint was not trained on any tool-call format
     stop_strings: ClassVar[tuple[str, ...]] = ()
+
+    def check_conversation(self, conversation: Conversation) -> None:
+        Family.check_conversation(self, conversation)  # no chat template: no system rule
 
     def render(self, conversation: Conversation) -> str:
         require_final_user_turn(conversation)

@@ -1,7 +1,7 @@
 """NeVA (NeMo): fp16 ``image_input`` (SigLIP 384 px), 729 features, NeMo's chat template.
 
 NeVA's prompt puts the image features inside the user turn:
-``<extra_id_0>System\\n{system}\\n<extra_id_1>User\\n`` + features + ``\\n{q}\\n<extra_id_1>
+``<extra_id_0>System\\n{system}\\n\\n<extra_id_1>User\\n`` + features + ``\\n{q}\\n<extra_id_1>
 Assistant\\n`` (NVIDIA's runner). No upstream Triton preprocessing exists for NeVA, so the
 gateway sends the whole template with NeMo's ``<image>`` token where the features go, and
 the deployment's preprocessing splits there (as NVIDIA's does for VILA). Earlier turns follow
@@ -28,6 +28,7 @@ TURN = "<extra_id_1>"
 
 class Neva(Family):
     name = "neva"
+    deployment_must_provide = "a preprocessing that places the image features where <image> stands"
     image_tensor = "image_input"
     image_decode_size = (384, 384)
     features_per_image = 729
@@ -38,7 +39,10 @@ class Neva(Family):
 
     def render(self, conversation: Conversation) -> str:
         require_final_user_turn(conversation)
-        pieces = [f"<extra_id_0>System\n{(conversation.system or '').strip()}\n"]
+        system = (conversation.system or "").strip()
+        # NVIDIA's runner: "<extra_id_0>System\n\n<extra_id_1>User\n" with no system text,
+        # "<extra_id_0>System\n{system}\n\n<extra_id_1>User" with one (its SteerLM prompt).
+        pieces = [f"<extra_id_0>System\n{system}\n" + ("\n" if system else "")]
         for turn in conversation.turns:
             if turn.role == "user":
                 slot = f"{IMAGE}\n" * turn.images

@@ -6,8 +6,14 @@ the grey levels to 0-255), resize the shorter side to 672 (bilinear), shrink to 
 (a thumbnail, bicubic with a reducing gap of 2), pad centred with black, rescale, normalise
 with ImageNet's mean and std. 588 encoder positions: (896 / 32) x (672 / 32).
 
-Nougat takes no prompt: ``text_input`` is empty and the decoder starts from the server's
-decoder start token. One image per request, and one is required. No KV reuse (enc-dec).
+Nougat takes no prompt: ``text_input`` is empty. Its decoder starts at ``<s>`` (NVIDIA's
+runner: ``decoder_start_id = config.decoder.bos_token_id``, tensorrt_llm/runtime/
+multimodal_model_runner.py ``setup_inputs``); NVIDIA's Triton preprocessing instead starts it
+at the pad id when no ``decoder_text_input`` comes (``decoder_input_id = pad_id``,
+all_models/inflight_batcher_llm/preprocessing/1/model.py @c2e65b88). So the gateway sends
+``<s>`` as the decoder prompt wherever the deployment declares ``decoder_text_input``, and
+refuses a deployment that does not (it would decode from ``<pad>``). One image per request, and
+one is required. No KV reuse (enc-dec).
 """
 
 from __future__ import annotations
@@ -18,7 +24,12 @@ import numpy as np
 from PIL import Image
 
 from gateway.families._pixels import convert_rgb
-from gateway.families.base import Conversation, Family, require_final_user_turn
+from gateway.families.base import (
+    TEXT_CONTRACT_INPUTS,
+    Conversation,
+    Family,
+    require_final_user_turn,
+)
 
 SIZE = (896, 672)  # (height, width)
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -75,6 +86,10 @@ def preprocess_page(image: Image.Image) -> np.ndarray:
 
 class Nougat(Family):
     name = "nougat"
+    deployment_must_provide = (
+        "an encoder-decoder deployment taking decoder_text_input (tokenized without "
+        "special tokens) as the decoder start"
+    )
     image_tensor = "image_input"
     features_per_image = 588  # (896 / 32) x (672 / 32) Swin output positions
     requires_image = True
@@ -82,6 +97,8 @@ class Nougat(Family):
     supports_extra_id = False
     default_end_id = 2  # mBART's </s>
     default_pad_id = 1  # <pad>
+    decoder_prompt = "<s>"  # the runner's decoder start (bos_token_id 0), tokenized server-side
+    required_inputs = (*TEXT_CONTRACT_INPUTS, "decoder_text_input")
 
     def render(self, conversation: Conversation) -> str:
         require_final_user_turn(conversation)

@@ -118,6 +118,10 @@ def preprocess_hd(image: Image.Image) -> np.ndarray:
 
 class Phi3Vision(Family):
     name = "phi3_vision"
+    deployment_must_provide = (
+        "a preprocessing that places the HD image features at <|image_1|> "
+        "(reading image_sizes_input)"
+    )
     image_tensor = "image_input"
     image_sizes_tensor = "image_sizes_input"
     features_per_image = features_for(16 * CROP, CROP)  # 16 x 1 crops: the most tokens (2653)

@@ -19,7 +19,13 @@ import numpy as np
 from PIL import Image
 
 from gateway.families._pixels import convert_rgb
-from gateway.families.base import Conversation, Family, require_final_user_turn
+from gateway.families.base import (
+    NVIDIA_PREPROCESSING,
+    ONE_RAW_IMAGE,
+    Conversation,
+    Family,
+    require_final_user_turn,
+)
 from gateway.families.tool_formats.registry import HERMES
 
 SIDE = 504
@@ -28,9 +34,12 @@ END_OF_TURN = "<|im_end|>"
 
 class Qwen2VL(Family):
     name = "qwen2_vl"
+    nvidia_server_side = NVIDIA_PREPROCESSING.format(since="v0.19.0")
     tool_format = HERMES
     image_tensor = "image_bytes_input"
     image_decode_size = (SIDE, SIDE)
+    max_images = 1
+    image_limit_reason = ONE_RAW_IMAGE
     features_per_image = 324  # (504 / 14)^2 / (2 x 2 merge)
     default_end_id = 151645  # <|im_end|>
     supports_extra_id = False

@@ -35,6 +35,7 @@ STEERLM = (
 
 class VideoNeva(Family):
     name = "video_neva"
+    deployment_must_provide = "a preprocessing that places the frame features where <video> stands"
     video_tensor = "image_input"
     features_per_image = 256  # per frame
     requires_video = True

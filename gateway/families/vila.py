@@ -1,15 +1,20 @@
 """VILA-1.5: fp16 ``image_input`` (SigLIP 384 px), 196 features per image, several images.
 
 NVIDIA's preprocessing wraps ``text_input`` in Vicuna's frame (the "A chat between a curious
-user..." system sentence and `` USER: `` before, `` ASSISTANT:`` after) and splits the text at
-each ``<image>``, placing one image's features there, in order. So the gateway sends the
-question with one ``<image>\\n`` per image at the start of the turn that carried it (the
-guide's ``<image>\\n<image>\\n Please elaborate...``), and earlier turns in Vicuna's form.
+user..." system sentence and `` USER: `` before, `` ASSISTANT:`` after). Where it puts the
+image features depends on the deployment's ``max_num_images`` (all_models/inflight_batcher_llm/
+preprocessing/1/model.py @c2e65b88d85255be30cf50440a91662abeb497dd, ``_create_request``):
+above 1, it splits the text at each ``<image>`` and places one image's features there, in
+order; otherwise (the guide's fill value, 1, or unset) it never splits, and puts the features
+of its one image between the frame's head and the text, so an ``<image>`` would reach the
+model as text. The gateway follows the same rule from ``ServedModel.max_images`` (set it to
+the deployment's ``max_num_images``): one ``<image>\\n`` per image at the start of the turn
+that carried it (the guide's ``<image>\\n<image>\\n Please elaborate...``) when it is above 1;
+else no marker and at most one image. Earlier turns go in Vicuna's form.
 
 Pixels: VILA-1.5's ``image_aspect_ratio: resize`` squashes every image to 384 x 384
 (bicubic), then SigLIP rescales and normalises with mean = std = 0.5. SigLIP's 729 patch
-features are pooled 2 x 2 by the projector into 196 (14 x 14). The engine decides how many
-images a request may hold (``max_num_images``, 4 in the guide): ``ServedModel.max_images``.
+features are pooled 2 x 2 by the projector into 196 (14 x 14).
 """
 
 from __future__ import annotations
@@ -18,9 +23,15 @@ from collections.abc import Sequence
 
 import numpy as np
 from PIL import Image
+from pydantic import BaseModel
 
 from gateway.families._pixels import PixelSpec, preprocess, to_fp16_batch
-from gateway.families.base import Conversation, Family, require_final_user_turn
+from gateway.families.base import (
+    NVIDIA_PREPROCESSING,
+    Conversation,
+    Family,
+    require_final_user_turn,
+)
 
 IMAGE = "<image>"
 SIGLIP_384 = PixelSpec(
@@ -35,10 +46,29 @@ SIGLIP_384 = PixelSpec(
 
 class Vila(Family):
     name = "vila"
+    nvidia_server_side = NVIDIA_PREPROCESSING.format(since="v0.15.0")
     image_tensor = "image_input"
     image_decode_size = (384, 384)
     features_per_image = 196
     reserved_markers = (IMAGE, "</s>", "<s>")
+
+    def __init__(self, options: BaseModel | None = None) -> None:
+        super().__init__(options)
+        self.splits_at_markers = False  # max_num_images above 1 (``engine_images``)
+
+    def engine_images(self, max_images: int | None) -> None:
+        self.splits_at_markers = max_images is not None and max_images > 1
+
+    def image_limit(self) -> int | None:
+        return None if self.splits_at_markers else 1
+
+    def image_limit_message(self, count: int) -> str:
+        return (
+            f"this request has {count} images; model family '{self.name}' takes at most 1 per "
+            "request here: NVIDIA's preprocessing places each image's features at an <image> "
+            "marker only when its max_num_images is above 1 (set the model's max_images to "
+            "the deployment's max_num_images)"
+        )
 
     def render(self, conversation: Conversation) -> str:
         require_final_user_turn(conversation)
@@ -49,7 +79,8 @@ class Vila(Family):
             if turn.role == "assistant":
                 pieces.append(f" ASSISTANT: {turn.text}</s>")
                 continue
-            text = f"{IMAGE}\n" * turn.images + turn.text
+            markers = turn.images if self.splits_at_markers else 0
+            text = f"{IMAGE}\n" * markers + turn.text
             pieces.append(text if index == 0 else f"USER: {text}")
         return "".join(pieces)
 

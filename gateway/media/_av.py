@@ -22,14 +22,24 @@ import io
 from types import ModuleType
 from typing import Any
 
+from gateway.errors import DecoderUnavailable
+
 __all__ = ["av_errors", "codec_ids", "decoder_names", "open_bytes", "pyav"]
 
 
 @functools.cache
 def pyav() -> ModuleType:
-    """The ``av`` module, imported the first time a video or audio is decoded."""
-    import av
-
+    """The ``av`` module, imported the first time a video or audio is decoded. Without it the
+    server cannot decode video or audio at all: a 503 of its own, never a 400 blaming the
+    client's media."""
+    try:
+        import av
+    except ImportError as exc:
+        raise DecoderUnavailable(
+            "This server cannot decode video or audio: its media decoder (PyAV, with FFmpeg) "
+            f"is not installed ({exc}). This is not a fault of the request; the operator must "
+            "install it."
+        ) from None
     return av
 
 

@@ -14,7 +14,7 @@ import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from gateway.errors import UpstreamTimeout
+from gateway.errors import GatewayError
 from gateway.families.calls import (
     GenerationRequest,
     NamedCall,
@@ -66,7 +66,7 @@ class Run:
             return self._text_call(first)
         return self._named_pieces()
 
-    def _silence(self) -> UpstreamTimeout | None:
+    def _silence(self) -> GatewayError | None:
         return as_timeout(self.watch)
 
     async def _named_pieces(self) -> AsyncGenerator[str, None]:

@@ -7,6 +7,10 @@ limit, it cancels the reading task, and the relay turns that cancellation into
 ``UpstreamTimeout`` (a client's own disconnect stays a plain cancellation). So a Triton that
 is hung (stopped, deadlocked) or whose connection silently died ends every stream with an
 error between one and one and a half limits after its last token.
+
+A Triton that loses its readiness (``triton/readiness.py``) need not be waited for that long:
+``lost()`` ends the request at once, with ``upstream_unavailable`` (503 before the first byte,
+an error event after), as a Triton that does not answer its probes will not answer this call.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gateway.config import UpstreamSettings
-from gateway.errors import UpstreamTimeout
+from gateway.errors import GatewayError, UpstreamTimeout, UpstreamUnavailable
+
+LOST = "stopped answering its readiness probes"
 
 
 @dataclass(frozen=True)
@@ -58,8 +64,19 @@ class SilenceWatch:
             self._handle.cancel()
             self._handle = None
 
-    def timeout_error(self) -> UpstreamTimeout:
-        return UpstreamTimeout(f"the inference server {self.fired}; the request was ended")
+    def lost(self) -> None:
+        """The Triton this request waits on lost its readiness: end the request now."""
+        if self.fired is not None or self.task is None or self.task.done():
+            return
+        self.fired = LOST
+        self.stop()
+        self.task.cancel()
+
+    def timeout_error(self) -> GatewayError:
+        message = f"the inference server {self.fired}; the request was ended"
+        if self.fired == LOST:
+            return UpstreamUnavailable(message + "; retry shortly")
+        return UpstreamTimeout(message)
 
     def _arm(self) -> None:
         limits = self.timeouts
@@ -92,7 +109,7 @@ class SilenceWatch:
             self.task.cancel()
 
 
-def as_timeout(watch: SilenceWatch | None) -> UpstreamTimeout | None:
+def as_timeout(watch: SilenceWatch | None) -> GatewayError | None:
     """The error a cancellation stands for, when the watch caused it (then the task's
     cancellation is taken back, so only the error travels on)."""
     if watch is None or watch.fired is None:

@@ -17,10 +17,10 @@ from gateway.errors import InvalidRequest
 from gateway.observability.tracing import phase
 from gateway.pipeline._watchdog import Timeouts
 from gateway.pipeline.conversation import parse_messages
-from gateway.pipeline.generation import check_prompt_size, draft, refuse
+from gateway.pipeline.generation import check_prompt_size, check_total_prompt, draft, refuse
 from gateway.pipeline.logprobs import logprobs_asked
 from gateway.pipeline.lora import lora_choice
-from gateway.pipeline.media import prepare_media
+from gateway.pipeline.media import check_family_images, prepare_media
 from gateway.pipeline.relay import Prepared, family_plan, prepared
 from gateway.pipeline.structured.guides import check_guide
 from gateway.pipeline.structured.request import lowered, requested_output
@@ -55,16 +55,22 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> list
     family = served.family
     tools = tool_plan(request, family)
     asked = requested_output(request, tools)
+    contract = await served.get_contract()
+    guide = None
+    if asked is not None:  # before the tools are rendered into the prompt: a hostile schema
+        suspects = tools.suspects() if tools is not None else []  # costs no more than this
+        guide = await check_guide(asked, contract, served.config.id, runtime, suspects)
     family.check_text(parsed.conversation)
     conversation = lowered(parsed.conversation, family, tools)
+    check_family_images(parsed.media, served)  # before the family's count: names the part
     family.check_conversation(conversation)
     text_input = family.render(conversation)
     if runtime.settings.observability.log_bodies:  # the debug switch: prompts are private
         fields = {"model": served.config.id, "prompt": text_input}
         log.info("rendered prompt", extra={"fields": fields})
-    check_prompt_size(text_input, served, runtime.settings.generation.max_prompt_chars)
-    contract = await served.get_contract()
-    guide = check_guide(asked, contract, served.config.id) if asked is not None else None
+    limits = runtime.settings.generation
+    check_prompt_size(text_input, served, limits.max_prompt_chars)
+    check_total_prompt([len(text_input)], request.n, limits.max_total_prompt_chars, "messages")
     parser = tools.parser(family, request.stream) if tools is not None else None
     if parser is not None and request.logprobs:
         raise InvalidRequest(

@@ -13,7 +13,7 @@ from dataclasses import replace
 from gateway.errors import InvalidRequest
 from gateway.families.base import Conversation, Turn
 from gateway.pipeline._watchdog import Timeouts
-from gateway.pipeline.generation import check_prompt_size, draft, refuse
+from gateway.pipeline.generation import check_prompt_size, check_total_prompt, draft, refuse
 from gateway.pipeline.logprobs import logprobs_asked
 from gateway.pipeline.relay import Prepared, family_plan, prepared
 from gateway.pipeline.structured.guides import check_guide, requested_guide
@@ -58,7 +58,7 @@ def _check_prompt(prompt: str, served: ServedRuntime, runtime: Runtime) -> None:
     conversation = Conversation(None, (Turn("user", prompt),))
     family.check_text(conversation)
     family.check_conversation(conversation)
-    check_prompt_size(prompt, served, runtime.settings.generation.max_prompt_chars)
+    check_prompt_size(prompt, served, runtime.settings.generation.max_prompt_chars, "prompt")
 
 
 async def prepare_completion(request: CompletionRequest, runtime: Runtime) -> list[Prepared]:
@@ -69,8 +69,12 @@ async def prepare_completion(request: CompletionRequest, runtime: Runtime) -> li
     asked = requested_guide(request.response_format, request.model_extra)
     for prompt in prompts:
         _check_prompt(prompt, served, runtime)
+    limit = runtime.settings.generation.max_total_prompt_chars
+    check_total_prompt([len(p) for p in prompts], request.n, limit, "prompt")
     contract = await served.get_contract()
-    guide = check_guide(asked, contract, served.config.id) if asked is not None else None
+    guide = None
+    if asked is not None:
+        guide = await check_guide(asked, contract, served.config.id, runtime)
     stops = tuple(dict.fromkeys([*request.stop_list, *served.family.stop_strings]))
     logprobs = await logprobs_asked(served, contract, request.logprobs, "logprobs", True)
     timeouts = Timeouts.of(runtime.settings.upstream)

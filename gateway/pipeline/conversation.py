@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Literal
 
-from gateway.errors import InvalidRequest
+from gateway.errors import InvalidRequest, echoed
 from gateway.families.base import Conversation, Turn
 from gateway.families.tool_formats.base import ToolCall
 from gateway.protocol.chat import (
@@ -130,6 +130,21 @@ def _tool_calls(message: ChatMessage, index: int) -> tuple[ToolCall, ...]:
     return tuple(parsed)
 
 
+def _check_answer(tool_call_id: str | None, calls: set[str], index: int) -> None:
+    """A tool message answers a call an earlier assistant message made, as OpenAI requires
+    (a result for no call would be rendered as the answer to nothing)."""
+    where = f"messages[{index}].tool_call_id"
+    if not tool_call_id:
+        message = f"messages[{index}] has role 'tool' and no 'tool_call_id'"
+        raise InvalidRequest(message, param=where)
+    if tool_call_id not in calls:
+        raise InvalidRequest(
+            f"messages[{index}] with role 'tool' answers tool_call_id {echoed(tool_call_id)}, "
+            "which no earlier assistant message's 'tool_calls' has",
+            param=where,
+        )
+
+
 def parse_messages(messages: list[ChatMessage]) -> ParsedChat:
     """Fold system/developer messages into one system text; keep the turns in order.
 
@@ -140,6 +155,7 @@ def parse_messages(messages: list[ChatMessage]) -> ParsedChat:
     system_parts: list[str] = []
     turns: list[Turn] = []
     media: list[MediaPart] = []
+    calls: set[str] = set()  # the ids of the calls made so far: a tool message answers one
     for index, message in enumerate(messages):
         text, message_media = _message_parts(message, index)
         if message.role in ("system", "developer"):
@@ -148,11 +164,9 @@ def parse_messages(messages: list[ChatMessage]) -> ParsedChat:
         turn = _turn(message, index, text, message_media)
         if not text and not message_media and not turn.tool_calls and turn.role != "tool":
             raise InvalidRequest(f"messages[{index}] has no content", param=f"messages[{index}]")
-        if message.role == "tool" and not message.tool_call_id:
-            raise InvalidRequest(
-                f"messages[{index}] has role 'tool' and no 'tool_call_id'",
-                param=f"messages[{index}].tool_call_id",
-            )
+        if message.role == "tool":
+            _check_answer(message.tool_call_id, calls, index)
+        calls.update(call.id for call in turn.tool_calls)
         turns.append(turn)
         media.extend(message_media)
     system = "\n".join(p for p in system_parts if p) or None

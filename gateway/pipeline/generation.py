@@ -53,7 +53,9 @@ class TextFields(Protocol):
 CHARS_PER_TOKEN_BOUND = 32
 
 
-def check_prompt_size(text: str, served: ServedRuntime, max_chars: int) -> None:
+def check_prompt_size(
+    text: str, served: ServedRuntime, max_chars: int, param: str = "messages"
+) -> None:
     """Refuse a prompt that cannot fit before Triton spends seconds tokenising it."""
     if served.config.max_input_tokens is not None:
         max_chars = min(max_chars, served.config.max_input_tokens * CHARS_PER_TOKEN_BOUND)
@@ -61,7 +63,23 @@ def check_prompt_size(text: str, served: ServedRuntime, max_chars: int) -> None:
         raise InvalidRequest(
             f"the prompt is {len(text)} characters long; model '{served.config.id}' accepts "
             f"at most {max_chars}",
-            param="messages",
+            param=param,
+            code="context_length_exceeded",
+        )
+
+
+def check_total_prompt(sizes: Sequence[int], n: int, max_chars: int, param: str) -> None:
+    """Refuse a request whose prompts, once per choice, are more text than one request may
+    send: each (prompt, choice) is a Triton request of its own, tokenised on its own, and
+    work Triton's preprocessing has started is not stopped by a cancel."""
+    total = sum(sizes) * n
+    if total > max_chars:
+        copies = f"{len(sizes)} prompt(s) x n={n}" if n > 1 else f"{len(sizes)} prompts"
+        raise InvalidRequest(
+            f"this request sends {copies}: {total} characters for Triton to tokenise; at "
+            f"most {max_chars} in all ([generation] max_total_prompt_chars); ask for fewer "
+            "choices or send shorter prompts",
+            param="n" if n > 1 else param,
             code="context_length_exceeded",
         )
 
@@ -153,7 +171,8 @@ def end_ids(served: ServedRuntime) -> tuple[int | None, int | None]:
     configured = served.config.end_id
     family = served.family
     end_id = None if configured == "server" else configured or family.default_end_id
-    pad_id = served.config.pad_id if served.config.pad_id is not None else family.default_pad_id
+    pad = served.config.pad_id
+    pad_id = None if pad == "server" else pad if pad is not None else family.default_pad_id
     return (end_id if isinstance(end_id, int) else None), pad_id
 
 

@@ -52,7 +52,14 @@ from gateway.pipeline.conversation import MediaKind, MediaPart
 from gateway.protocol.chat import MediaIOKwargs
 from gateway.runtime import Runtime, ServedRuntime
 
-__all__ = ["PreparedMedia", "check_media", "decode_upload", "prepare_media", "video_sampling"]
+__all__ = [
+    "PreparedMedia",
+    "check_family_images",
+    "check_media",
+    "decode_upload",
+    "prepare_media",
+    "video_sampling",
+]
 
 _COUNT_LIMITS: dict[MediaKind, str] = {
     "image": "max_images_per_request",
@@ -101,6 +108,7 @@ def check_media(parts: Sequence[MediaPart], served: ServedRuntime, limits: Media
             param="messages",
             code="unsupported_content_part",
         )
+    check_family_images(parts, served)
     for kind in kinds:
         count = sum(1 for part in parts if part.kind == kind)
         _check_carried(kind, count, served)
@@ -113,6 +121,22 @@ def check_media(parts: Sequence[MediaPart], served: ServedRuntime, limits: Media
                 f"{limit} per request",
                 param="messages",
             )
+
+
+def check_family_images(parts: Sequence[MediaPart], served: ServedRuntime) -> None:
+    """Refuse images past the family's own limit, naming the first part over it and why the
+    limit exists (NVIDIA's preprocessing reads one raw image per request for some families)."""
+    family = served.family
+    limit = family.image_limit()
+    images = [part for part in parts if part.kind == "image"]
+    if limit is None or len(images) <= limit:
+        return
+    first_over = images[limit].where
+    raise TooManyMediaItems(
+        f"{first_over} is image {limit + 1} of this request; "
+        f"{family.image_limit_message(len(images))}",
+        param=first_over,
+    )
 
 
 def _check_carried(kind: MediaKind, count: int, served: ServedRuntime) -> None:

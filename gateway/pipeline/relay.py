@@ -111,8 +111,10 @@ async def relay(
         watch = run.watch = SilenceWatch(prepared.timeouts, lambda: run.tokens)
     pieces = run.pieces()  # an async generator: closed below, which closes its Triton call
     finished = False
+    unlisten = None
     if watch is not None:
         watch.start()
+        unlisten = prepared.served.on_lost(watch.lost)  # a Triton that hangs ends it at once
     scored = ScoredText() if prepared.logprobs is not None else None
     try:
         async for piece in pieces:
@@ -146,6 +148,8 @@ async def relay(
     finally:
         if watch is not None:
             watch.stop()
+        if unlisten is not None:
+            unlisten()
         await pieces.aclose()
         await run.aclose()  # a no-op once closed; cancels the Triton requests otherwise
 

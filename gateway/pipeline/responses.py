@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from gateway.errors import GatewayError, InvalidRequest, NotFound
+from gateway.errors import GatewayError, InvalidRequest, NotFound, echoed
 from gateway.families.calls import Outcome
 from gateway.pipeline.chat import prepare_chat
 from gateway.pipeline.generation import VLLM_EXTENSIONS
@@ -67,6 +67,8 @@ _PARAMS = {
     "messages": "input",
 }
 _MESSAGE = re.compile(r"messages\[(\d+)\]")
+# Chat nests a tool's fields under ``function``; a Responses function tool has them itself.
+_TOOL_FIELD = re.compile(r"\btools\[(\d+)\]\.function\.")
 
 
 @dataclass
@@ -248,7 +250,7 @@ async def draft_response(
         chain = await runtime.store.chain(request.previous_response_id, scope)
         if not chain or chain[0].previous_id is not None:
             raise InvalidRequest(
-                f"previous response '{request.previous_response_id}' was not found, or a "
+                f"previous response {echoed(request.previous_response_id)} was not found, or a "
                 "response it continued is gone",
                 param="previous_response_id", code="previous_response_not_found",
             )  # fmt: skip
@@ -257,7 +259,9 @@ async def draft_response(
     if continued is not None:
         earlier = await runtime.store.conversation_items(continued, scope)
         if earlier is None:
-            raise NotFound(f"No conversation with id '{continued}' was found", param="conversation")
+            raise NotFound(
+                f"No conversation with id {echoed(continued)} was found", param="conversation"
+            )
         to_chat(earlier, messages, "conversation")
     to_chat(items, messages, None)
     fields = {
@@ -319,12 +323,12 @@ def rename(error: GatewayError, origins: list[str]) -> None:
         index = int(match.group(1))
         return origins[index] if index < len(origins) else match.group(0)
 
-    error.message = _MESSAGE.sub(origin, error.message)
+    error.message = _TOOL_FIELD.sub(r"tools[\1].", _MESSAGE.sub(origin, error.message))
     for chat_name, ours in _PARAMS.items():
         if chat_name != "messages":  # a word of many messages; only its indexed form is renamed
             error.message = error.message.replace(chat_name, ours)
     if error.param is not None:
-        error.param = _MESSAGE.sub(origin, error.param)
+        error.param = _TOOL_FIELD.sub(r"tools[\1].", _MESSAGE.sub(origin, error.param))
         head, dot, rest = error.param.partition(".")
         error.param = _PARAMS.get(head, head) + dot + rest
 

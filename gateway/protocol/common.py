@@ -42,6 +42,10 @@ class ModelCard(BaseModel):
     object: Literal["model"] = "model"
     created: int
     owned_by: str
+    # Extensions (OpenAI's SDK keeps unknown fields): the model family, and which Triton server
+    # side it relies on (NVIDIA's, from which release, or what the deployment must provide).
+    family: str | None = None
+    server_side: str | None = None
 
 
 class ModelList(BaseModel):

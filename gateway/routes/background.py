@@ -24,7 +24,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from gateway.auth import key_id
-from gateway.errors import GatewayError, InvalidRequest, NotFound, StoreError
+from gateway.errors import GatewayError, InvalidRequest, NotFound, StoreError, echoed
 from gateway.observability.record import RequestRecord
 from gateway.pipeline.relay import Prepared
 from gateway.pipeline.responses import ResponseJob, stored
@@ -134,7 +134,7 @@ async def cancel_response(request: Request, response_id: str) -> Response:
     runtime: Runtime = request.app.state.runtime
     found = await runtime.store.cancel(response_id, key_id(request.state))
     if found is None:
-        raise NotFound(f"No response with id '{response_id}' was found", param="response_id")
+        raise NotFound(f"No response with id {echoed(response_id)} was found", param="response_id")
     if not found.response.get("background"):
         raise InvalidRequest("only background responses can be cancelled", param="response_id")
     task = runtime.background.tasks.get(response_id)

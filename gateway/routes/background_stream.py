@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator
 
 from fastapi.responses import Response, StreamingResponse
 
-from gateway.errors import InvalidRequest, NotFound, StoreError
+from gateway.errors import InvalidRequest, NotFound, StoreError, echoed
 from gateway.observability.record import RequestRecord
 from gateway.pipeline.relay import Prepared
 from gateway.pipeline.responses import ResponseJob, stored
@@ -117,7 +117,7 @@ async def replay(runtime: Runtime, response_id: str, scope: str, raw_after: str 
         after = int(raw_after)
     found = await runtime.store.get(response_id, scope)
     if found is None:
-        raise NotFound(f"No response with id '{response_id}' was found", param="response_id")
+        raise NotFound(f"No response with id {echoed(response_id)} was found", param="response_id")
     if not found.response.get("background") or (
         not await runtime.store.events_after(response_id, scope, -1)
         and found.response.get("status") not in UNFINISHED

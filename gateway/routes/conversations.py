@@ -20,7 +20,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from gateway.auth import key_id
-from gateway.errors import InvalidRequest, NotFound
+from gateway.errors import InvalidRequest, NotFound, echoed
 from gateway.pipeline.responses_input import normalise
 from gateway.protocol.conversations import ConversationCreate, ConversationUpdate, ItemsCreate
 from gateway.routes import openapi
@@ -44,7 +44,7 @@ def _shown(conversation: StoredConversation) -> dict[str, Any]:
 
 def _missing(conversation_id: str) -> NotFound:
     return NotFound(
-        f"No conversation with id '{conversation_id}' was found", param="conversation_id"
+        f"No conversation with id {echoed(conversation_id)} was found", param="conversation_id"
     )
 
 
@@ -148,7 +148,7 @@ async def get_item(request: Request, conversation_id: str, item_id: str) -> Resp
     for item in items:
         if item["id"] == item_id:
             return JSONResponse(item)
-    raise NotFound(f"No item with id '{item_id}' in this conversation", param="item_id")
+    raise NotFound(f"No item with id {echoed(item_id)} in this conversation", param="item_id")
 
 
 @router.delete(
@@ -161,7 +161,7 @@ async def delete_item(request: Request, conversation_id: str, item_id: str) -> R
     if deleted is None:
         raise _missing(conversation_id)
     if not deleted:
-        raise NotFound(f"No item with id '{item_id}' in this conversation", param="item_id")
+        raise NotFound(f"No item with id {echoed(item_id)} in this conversation", param="item_id")
     found = await runtime.store.get_conversation(conversation_id, scope)
     if found is None:  # deleted in between
         raise _missing(conversation_id)

@@ -1,4 +1,5 @@
-"""GET /v1/models and /v1/models/{id}: the served model ids."""
+"""GET /v1/models and /v1/models/{id}: the served model ids, with each one's family and the
+Triton server side it relies on (docs/families.md)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,13 @@ _CREATED = int(time.time())
 
 
 def _card(served: ServedRuntime) -> ModelCard:
-    return ModelCard(id=served.config.id, created=_CREATED, owned_by=served.config.owned_by)
+    return ModelCard(
+        id=served.config.id,
+        created=_CREATED,
+        owned_by=served.config.owned_by,
+        family=served.family.name,
+        server_side=served.family.server_side(),
+    )
 
 
 @router.get("/v1/models", responses=openapi.errors(401, 429, 500))

@@ -15,7 +15,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from gateway.auth import key_id
-from gateway.errors import InvalidRequest, NotFound, UpstreamFailed
+from gateway.errors import InvalidRequest, NotFound, UpstreamFailed, echoed
 from gateway.observability.record import record_of
 from gateway.pipeline.responses import (
     conversation,
@@ -114,7 +114,7 @@ async def _stored(request: Request, response_id: str) -> StoredResponse:
     runtime: Runtime = request.app.state.runtime
     found = await runtime.store.get(response_id, key_id(request.state))
     if found is None:
-        raise NotFound(f"No response with id '{response_id}' was found", param="response_id")
+        raise NotFound(f"No response with id {echoed(response_id)} was found", param="response_id")
     return found
 
 
@@ -133,7 +133,7 @@ async def get_response(request: Request, response_id: str) -> Response:
 async def delete_response(request: Request, response_id: str) -> Response:
     runtime: Runtime = request.app.state.runtime
     if not await runtime.store.delete(response_id, key_id(request.state)):
-        raise NotFound(f"No response with id '{response_id}' was found", param="response_id")
+        raise NotFound(f"No response with id {echoed(response_id)} was found", param="response_id")
     return JSONResponse({"id": response_id, "object": "response", "deleted": True})
 
 
@@ -150,7 +150,7 @@ async def list_input_items(request: Request, response_id: str) -> Response:
     runtime: Runtime = request.app.state.runtime
     chain = await runtime.store.chain(response_id, key_id(request.state))
     if not chain:
-        raise NotFound(f"No response with id '{response_id}' was found", param="response_id")
+        raise NotFound(f"No response with id {echoed(response_id)} was found", param="response_id")
     items = [*conversation(chain[:-1]), *chain[-1].input_items]
     return JSONResponse(paged(items, order, limit, after))
 

@@ -11,6 +11,12 @@ An answer of "not ready" (or a refused connection) counts at once. A probe that 
 longer than its bound counts only after ``TIMEOUTS_TO_FAIL`` in a row (Kubernetes'
 ``failureThreshold`` is 3 too): a Triton busy with work answers its probes late, and refusing
 every request to it for that would turn load into an outage; a hung one misses them all.
+
+Calls already waiting on a Triton when it loses its readiness would otherwise wait for their
+own silence limits (30 s between tokens, 120 s for a first token, by default). Each call in
+flight ``listen``s to its Triton model's readiness, and is told at once when it is lost (the
+relay then ends it: a 503 before its first byte, an error event after). That is a set
+operation per call, nothing per token.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from gateway.errors import UpstreamUnavailable
 from gateway.triton.backend import TritonBackend
@@ -38,6 +44,20 @@ class ReadinessWatch:
         }
         self._task: asyncio.Task[None] | None = None
         self._late: dict[tuple[str, str], int] = {}  # probes in a row that took too long
+        self._listeners: dict[tuple[str, str], set[Callable[[], None]]] = {}
+
+    def is_ready(self, url: str, model: str) -> bool:
+        return self.ready.get((url, model), True)
+
+    def listen(self, url: str, model: str, lost: Callable[[], None]) -> Callable[[], None]:
+        """Call ``lost()`` when the model loses its readiness (at once if it has); returns
+        what stops listening."""
+        key = (url, model)
+        listeners = self._listeners.setdefault(key, set())
+        listeners.add(lost)
+        if not self.is_ready(url, model):
+            lost()
+        return lambda: listeners.discard(lost)
 
     def require(self, url: str, model: str) -> None:
         """Refuse at once when the model failed its last probe."""
@@ -53,8 +73,13 @@ class ReadinessWatch:
             ready = answer if answer is not None else late < TIMEOUTS_TO_FAIL and self.ready[key]
             if ready != self.ready.get(key):
                 state = "ready again" if ready else "not ready"
-                log.warning("Triton model %s at %s is %s", key[1], key[0], state)
+                waiting = len(self._listeners.get(key, ()))
+                ended = f"; ending the {waiting} call(s) waiting on it" if not ready else ""
+                log.warning("Triton model %s at %s is %s%s", key[1], key[0], state, ended)
             self.ready[key] = ready
+            if not ready:
+                for lost in list(self._listeners.get(key, ())):
+                    lost()
 
     async def _probe_one(self, key: tuple[str, str], timeout_s: float) -> bool | None:
         """The model's readiness, or None when the probe took longer than ``timeout_s``."""

@@ -27,6 +27,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from server_repo.reference_kit.archs import Arch, MediaFeatures, get_arch
 from server_repo.reference_kit.generate import LanguageModel, StepInputs, StopRule, run_steps
 from server_repo.reference_kit.guided import GrammarCache, GuidedMask
+from server_repo.reference_kit.lora import LoraCache
 from server_repo.reference_kit.prefix_cache import (
     DEFAULT_MAX_CACHED_TOKENS,
     DEFAULT_TOKENS_PER_BLOCK,
@@ -55,6 +56,8 @@ class PreparedRequest:
     features: MediaFeatures = field(default_factory=MediaFeatures.empty)
     step_inputs: StepInputs | None = None
     guide: GuidedMask | None = None
+    # The model the steps run: the loaded one, or a LoRA task's adapted copy (``lora.py``).
+    model: PreTrainedModel | None = None
 
 
 class Generation:
@@ -90,6 +93,7 @@ class ReferenceEngine:
         self.grammars = GrammarCache(assets.tokenizer, int(text_config.vocab_size))
         # Fast tokenizers are not safe to share across threads while encoding: serialise.
         self._tokenizer_lock = threading.Lock()
+        self.adapters = LoraCache()
 
     @property
     def model(self) -> PreTrainedModel:
@@ -121,6 +125,7 @@ class ReferenceEngine:
     def prepare(self, request: GenerationRequest) -> PreparedRequest:
         """Validate, render the template, compute visual features and the input embeddings."""
         request.validate()
+        model = self.adapters.model_for(self.model, request)  # fails an uncached task id now
         features = self.arch.encode_request(self.model, self.assets.processor, request)
         with self._tokenizer_lock:
             prompt = self.arch.build_prompt(self.tokenizer, request.text_input, features.slots)
@@ -132,7 +137,7 @@ class ReferenceEngine:
         step_inputs = self.arch.step_inputs(self.model, prompt, features)
         embeds = self._embed(prompt, features)
         guide = self.guided_mask(request, end_id)
-        return PreparedRequest(request, prompt, embeds, end_id, features, step_inputs, guide)
+        return PreparedRequest(request, prompt, embeds, end_id, features, step_inputs, guide, model)
 
     def guided_mask(self, request: GenerationRequest, end_id: int) -> GuidedMask | None:
         """The request's grammar state (compiled or taken from the cache), None unguided."""
@@ -203,10 +208,12 @@ class ReferenceEngine:
             tuple(tuple(self.encode(word)) for word in request.stop_words),
             request.max_tokens,
         )
+        adapted = prepared.model is not None and prepared.model is not self.model
         lm = LanguageModel(
-            self.arch.language_model(self.model),
+            self.arch.language_model(prepared.model or self.model),
             prepared.step_inputs,
-            self.arch.reuse_prefix,
+            # The prefix cache keys blocks by tokens alone: an adapter's KV is its own.
+            self.arch.reuse_prefix and not adapted,
         )
         tokens = run_steps(
             lm, prepared.embeds, prepared.prompt, self.cache,

@@ -150,6 +150,9 @@ def parse_request(
         return_generation_logits=generation_logits,
         guide_type=guide_type,
         guide=guide,
+        lora_task_id=_option(tensors, "lora_task_id", int, None),
+        lora_weights=_unbatch(tensors, "lora_weights"),
+        lora_config=_unbatch(tensors, "lora_config"),
     )
     flags = ReturnFlags(
         stream=_option(tensors, "stream", bool, False),

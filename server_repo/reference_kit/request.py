@@ -66,6 +66,10 @@ class GenerationRequest:
     return_generation_logits: bool = False
     guide_type: str | None = None
     guide: str | None = None
+    # LoRA (``lora.py``): the task id, with the adapter's weights and config on first use.
+    lora_task_id: int | None = None
+    lora_weights: np.ndarray | None = None
+    lora_config: np.ndarray | None = None
 
     @property
     def greedy(self) -> bool:

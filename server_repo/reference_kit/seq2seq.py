@@ -60,12 +60,18 @@ class Seq2SeqEngine(ReferenceEngine):
         return min(request.max_tokens, room)
 
     def decoder_start(self, request: GenerationRequest) -> list[int]:
-        """``decoder_text_input`` tokenized, else the model's decoder start token."""
+        """``decoder_text_input`` tokenized, else the pad id, as NVIDIA's Triton preprocessing
+        starts the decoder when no ``DECODER_QUERY`` comes (``decoder_input_id = pad_id``:
+        the request's ``pad_id``, else the tokenizer's; tensorrtllm_backend all_models/
+        inflight_batcher_llm/preprocessing/1/model.py @c2e65b88d85255be30cf50440a91662abeb497dd).
+        For T5 and Pix2Struct that is their own decoder start; Nougat's is ``<s>``, which a
+        client must send as the decoder prompt."""
         if request.decoder_text:
             ids = self.encode(request.decoder_text)
             if ids:
                 return ids
-        return [self.arch.decoder_start_id(self.model)]
+        pad = request.pad_id if request.pad_id is not None else self.tokenizer.pad_token_id
+        return [int(pad)]
 
     def _steps(
         self,

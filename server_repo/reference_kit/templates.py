@@ -1,10 +1,14 @@
 """Server-side prompt templates, as NVIDIA's multimodal preprocessing applies them.
 
 The client sends only the question; the server wraps it (triton-contract.md section 5). Like
-NVIDIA's preprocessing, the text before the visual features and the text after them are
-tokenized separately (special tokens such as BOS only on the first segment), and the features of
-every image/video are placed, in order, between the two. This module only builds token ids and
-the mask of feature positions; computing the features is the architecture's job.
+NVIDIA's preprocessing (tensorrtllm_backend all_models/inflight_batcher_llm/preprocessing/1/
+model.py @c2e65b88d85255be30cf50440a91662abeb497dd, ``_create_request``), a template with a
+post-prompt (``post``) tokenizes each segment on its own, each with the tokenizer's special
+tokens: the pre-prompt, the question, the post-prompt (LLaVA: BOS before all three), with the
+features of every image/video placed, in order, after the pre-prompt (OneVision: then a
+tokenized ``\\n``). Templates without one keep the processor-style layout below. This module
+only builds token ids and the mask of feature positions; computing the features is the
+architecture's job.
 """
 
 from __future__ import annotations
@@ -30,18 +34,27 @@ class PromptTemplate:
     media_open: str = ""
     media_close: str = ""
     media_first: bool = False
+    # NVIDIA's segmented layout (``suffix`` unused): prefix | media | after_media | text | post,
+    # each text segment tokenized separately with special tokens.
+    post: str | None = None
+    after_media: str = ""
 
     def render(self, text: str, marker: str = "") -> str:
         """The prompt as one string, ``marker`` standing where the features go (for logs/docs)."""
         media = self.media_open + marker + self.media_close if marker else ""
+        if self.post is not None:
+            return self.prefix + media + self.after_media + text + self.post
         if self.media_first:
             return media + self.prefix + self.suffix.format(text=text)
         return self.prefix + media + self.suffix.format(text=text)
 
 
-LLAVA = PromptTemplate(prefix="USER:\n", suffix="{text} ASSISTANT:")
+LLAVA = PromptTemplate(prefix="USER:\n", suffix="", post=" ASSISTANT:")
 LLAVA_ONEVISION = PromptTemplate(
-    prefix="<|im_start|>user ", suffix="\n{text}<|im_end|><|im_start|>assistant\n"
+    prefix="<|im_start|>user ",
+    suffix="",
+    after_media="\n",
+    post="<|im_end|><|im_start|>assistant\n",
 )
 # BLIP2: the 32 query features, then the text as tokenized with special tokens (OPT's BOS is
 # ``</s>`` in front; T5 appends ``</s>``).
@@ -107,6 +120,8 @@ def build_prompt(
         return list(tokenizer(piece, add_special_tokens=special)["input_ids"]) if piece else []
 
     opening, closing = encode(template.media_open), encode(template.media_close)
+    if template.post is not None:
+        return _segmented(tokenizer, template, text, slots)
     if not template.media_first:
         add(tokenizer(template.prefix, add_special_tokens=True)["input_ids"])
     for slot in slots:
@@ -117,4 +132,29 @@ def build_prompt(
         add(encode(template.prefix + template.suffix.format(text=text)))
     else:
         add(encode(template.suffix.format(text=text)))
+    return Prompt(tuple(ids), tuple(mask))
+
+
+def _segmented(
+    tokenizer: PreTrainedTokenizerBase,
+    template: PromptTemplate,
+    text: str,
+    slots: Sequence[MediaSlot],
+) -> Prompt:
+    """NVIDIA's ``_create_request``: every segment tokenized alone, special tokens included."""
+    assert template.post is not None
+
+    def encode(piece: str) -> list[int]:
+        return list(tokenizer(piece, add_special_tokens=True)["input_ids"])
+
+    ids: list[int] = []
+    mask: list[bool] = []
+    pieces: list[tuple[Sequence[int], bool]] = [(encode(template.prefix), False)]
+    pieces += [([slot.token_id] * slot.length, True) for slot in slots]
+    if template.after_media:  # OneVision's "\n" after its visual tokens
+        pieces.append((encode(template.after_media), False))
+    pieces += [(encode(text), False), (encode(template.post), False)]
+    for tokens, media in pieces:
+        ids.extend(tokens)
+        mask.extend([media] * len(tokens))
     return Prompt(tuple(ids), tuple(mask))

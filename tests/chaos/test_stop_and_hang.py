@@ -1,9 +1,11 @@
 """Real processes: ``mmgw serve`` in front of a real ``tritonserver`` (the no-compute load
 fixture, streaming one word every 50 ms), then the faults an operator meets.
 
-- SIGSTOP of Triton mid-stream: every open stream ends with an ``upstream_timeout`` error
-  event and ``[DONE]`` within the token timeout; new requests are refused fast with 503 while
-  Triton does not answer its readiness probe; after SIGCONT it serves again.
+- SIGSTOP of Triton mid-stream: every open stream ends with an error event and ``[DONE]``
+  within the token timeout (``upstream_timeout`` from the silence watch, or
+  ``upstream_unavailable`` when the readiness probe, every 0.5 s here, loses Triton first: see
+  ``test_frozen_triton.py``); new requests are refused fast with 503 while Triton does not
+  answer its readiness probe; after SIGCONT it serves again.
 - SIGTERM of the gateway with streams in flight: each ends with a ``server_shutting_down``
   error event and ``[DONE]`` (none cut mid-body), within the drain time; the gateway exits 0.
 """
@@ -123,7 +125,7 @@ async def _stream(http: httpx.AsyncClient, started: asyncio.Event | None = None)
     return events
 
 
-async def test_a_stopped_triton_ends_streams_with_upstream_timeout_then_recovers(
+async def test_a_stopped_triton_ends_streams_with_an_error_event_then_recovers(
     triton: EmbeddedTriton, gateway: tuple[str, subprocess.Popen]
 ) -> None:
     url, _ = gateway
@@ -140,7 +142,8 @@ async def test_a_stopped_triton_ends_streams_with_upstream_timeout_then_recovers
             assert took < TOKEN_TIMEOUT_S * 1.5 + 1.0, took  # the watch wakes every half limit
             for events in ended:
                 assert events[-1] == "[DONE]"
-                assert events[-2]["error"]["code"] == "upstream_timeout", events[-2]
+                code = events[-2]["error"]["code"]
+                assert code in ("upstream_timeout", "upstream_unavailable"), events[-2]
             await asyncio.sleep(1.5)  # a readiness probe or two fail
             refused_at = time.monotonic()
             refused = await http.post("/v1/chat/completions", json=_body(2) | {"stream": False},
@@ -151,7 +154,7 @@ async def test_a_stopped_triton_ends_streams_with_upstream_timeout_then_recovers
             assert refusal_s < 1.0
         finally:
             os.kill(triton.pid, signal.SIGCONT)
-        print(f"\nSIGSTOP: 4 streams ended with upstream_timeout after {took:.2f} s; "
+        print(f"\nSIGSTOP: 4 streams ended with an error event after {took:.2f} s; "
               f"a new request refused in {refusal_s * 1000:.0f} ms")  # fmt: skip
         for _ in range(40):  # the probe sees it ready again
             again = await http.post("/v1/chat/completions", json=_body(2) | {"stream": False},

@@ -22,6 +22,7 @@ from gateway.config import EmbeddedSettings, ServedModel, Settings
 from gateway.triton.embedded import EmbeddedTriton
 from tests.e2e.chromium import LAUNCH_ARGS, ensure_chromium
 from tests.live_gateway import serving
+from tests.server_repo.family_samples import lora_adapter
 
 
 def make_image(seed: int, size: tuple[int, int] = (320, 240), fmt: str = "PNG") -> bytes:
@@ -95,7 +96,31 @@ REFERENCE_FAMILIES = (
     "fuyu",
     "deplot",
     "nougat",
+    "vila",
+    "neva",
+    "internlm_xcomposer2",
+    "cogvlm",
+    "phi3_vision",
 )
+# Reference families that take a video, not an image (their own e2e tests).
+VIDEO_FAMILIES = ("video_neva",)
+# Served-model options a reference deployment needs: reference_vila's preprocessing is built
+# with max_num_images 4, which the model's max_images must state (docs/families.md).
+REFERENCE_OPTIONS: dict[str, dict[str, int]] = {"vila": {"max_images": 4}}
+
+
+LORA_TASK_ID = 1
+LORA_SEED = 11
+
+
+def write_lora_adapter() -> Path:
+    """The adapter folder NVIDIA's hf_lora_convert.py would write, for the tiny InternLM stand-in
+    (the guide's deployment takes the Partial-LoRA this way: seeds/004)."""
+    folder = Path(tempfile.mkdtemp(prefix="mmgw-e2e-lora-"))
+    weights, config = lora_adapter(LORA_SEED)
+    np.save(folder / "model.lora_weights.npy", weights[np.newaxis])
+    np.save(folder / "model.lora_config.npy", config[np.newaxis])
+    return folder
 
 
 def e2e_settings(triton: EmbeddedTriton) -> Settings:
@@ -124,9 +149,22 @@ def e2e_settings(triton: EmbeddedTriton) -> Settings:
             triton_model=f"reference_{family}",
             triton_url=triton.grpc_url,
             end_id="server",
+            pad_id="server",  # the tiny tokenizers' ids are not the real checkpoints'
+            **REFERENCE_OPTIONS.get(family, {}),
         )
-        for family in REFERENCE_FAMILIES
+        for family in (*REFERENCE_FAMILIES, *VIDEO_FAMILIES)
     ]
+    models.append(
+        ServedModel(
+            id="reference-internlm-xcomposer2-lora",
+            family="internlm_xcomposer2",
+            triton_model="reference_internlm_xcomposer2",
+            triton_url=triton.grpc_url,
+            end_id="server",
+            pad_id="server",
+            lora={"task_id": LORA_TASK_ID, "weights_path": write_lora_adapter()},
+        )
+    )
     return Settings(
         models=models,
         embedded=EmbeddedSettings(enabled=False),

@@ -25,6 +25,14 @@ PROMPTS = {
     "fuyu": "What is shown here?",
     "deplot": "",
     "nougat": "",
+    "vila": "<image>\nWhat is shown here?",
+    "neva": "<extra_id_0>System\n\n<extra_id_1>User\n<image>\nWhat is shown here?\n"
+    "<extra_id_1>Assistant\n",
+    "video_neva": "<extra_id_0>System\nBe brief.\n\n<extra_id_1>User<video>\nWhat happens?\n"
+    "<extra_id_1>Assistant\n",
+    "internlm_xcomposer2": "[UNUSED_TOKEN_146]system\nBe brief.[UNUSED_TOKEN_145]\n"
+    "[UNUSED_TOKEN_146]user\n<ImageHere>What is shown here?[UNUSED_TOKEN_145]\n"
+    "[UNUSED_TOKEN_146]assistant\n",
 }
 FAMILIES = tuple(PROMPTS)
 ENCODER_DECODER = ("blip2_t5", "deplot", "nougat")
@@ -85,8 +93,29 @@ def family_media(family: str, seed: int) -> FamilyMedia:
         return FamilyMedia("image_input", deplot_patches(seed))
     if family == "nougat":
         return FamilyMedia("image_input", _normal(seed, (1, 3, 896, 672)))
+    if family in ("vila", "neva"):
+        return FamilyMedia("image_input", _normal(seed, (1, 3, 384, 384)))
+    if family == "internlm_xcomposer2":
+        return FamilyMedia("image_input", _normal(seed, (1, 3, 490, 490)))
+    if family == "video_neva":  # three frames of one video
+        return FamilyMedia("image_input", _normal(seed, (3, 3, 224, 224)))
     if family == "qwen2_vl":
         return FamilyMedia("image_bytes_input", rgb_image(seed, 112, 140))
     if family == "mllama":
         return FamilyMedia("image_bytes_input", rgb_image(seed, 60, 100))
     raise KeyError(family)
+
+
+def lora_adapter(
+    seed: int, hidden: int = 64, kv: int = 32, layers: int = 2, rank: int = 4
+) -> tuple[np.ndarray, np.ndarray]:
+    """``hf_lora_convert.py``-shaped tensors: attn_q (1) and attn_v (3) in every layer, each row
+    the "in" [rank, hidden] then the "out" [out, rank] matrix, padded to the longest row."""
+    rng = np.random.default_rng(seed)
+    rows, config = [], []
+    for layer in range(layers):
+        for module, out in ((1, hidden), (3, kv)):
+            row = rng.standard_normal(rank * hidden + out * rank) * 0.5
+            rows.append(np.pad(row, (0, rank * hidden + hidden * rank - len(row))))
+            config.append([module, layer, rank])
+    return np.asarray(rows, np.float16), np.asarray(config, np.int32)

@@ -80,7 +80,9 @@ class ToolParser(Protocol):
 
     def feed(self, text: str) -> list[Piece]: ...
 
-    def close(self) -> list[Piece]: ...
+    # ``cut``: the output ended at max_tokens, not by itself. A call it was writing is then
+    # given as far as it got (its arguments unfinished), as a stream has already sent it.
+    def close(self, cut: bool = False) -> list[Piece]: ...
 
 
 class ToolFormat(Protocol):

@@ -41,7 +41,8 @@ class NamedParser:
         self.calls = 1
         return [ToolCallDelta(0, text, self.id, self.name)]
 
-    def close(self) -> list[Piece]:
+    def close(self, cut: bool = False) -> list[Piece]:
+        """The call, whole or (``cut``) with its arguments as far as they got."""
         if self.streaming and self.calls:
             return []
         self.calls = 1

@@ -9,7 +9,9 @@ any text that could be the start of a marker, so markup never reaches ``delta.co
 Streaming, a call is sent as soon as its name is known and its arguments as they arrive; if the
 text then turns out malformed, what follows is content (what was sent stays sent). Not
 streaming, a region's calls are emitted only once the whole region is well formed; otherwise
-its text is content, as written.
+its text is content, as written. An output cut by ``max_tokens`` mid-region gives the calls
+as far as they got either way (``close(cut=True)``): finish_reason ``length`` says why their
+arguments are unfinished.
 """
 
 from __future__ import annotations
@@ -60,9 +62,11 @@ class MarkupParser:
                 text = ""
         return out
 
-    def close(self) -> list[Piece]:
+    def close(self, cut: bool = False) -> list[Piece]:
         out: list[Piece] = []
-        if self.state == "region" and self.stream is not None:
+        if cut and not self.streaming and self.state == "region":
+            self._cut(out)  # what a stream would have sent of the unfinished region
+        elif self.state == "region" and self.stream is not None:
             try:
                 self._events(self.stream.close(), out)
             except Malformed:
@@ -173,6 +177,17 @@ class MarkupParser:
             out.append(text)
         return ""
 
+    def _cut(self, out: list[Piece]) -> None:
+        """The output ran out mid-region: its finished calls, and the one being written once
+        its name is known (arguments unfinished), rather than the region as content."""
+        current = self.current
+        calls = [*self.region_calls, *([current] if current is not None and current.name else [])]
+        if not calls:
+            out.append("".join(self.region))
+        self.calls += len(calls) - len(self.region_calls)
+        out.extend(c.whole() for c in calls)
+        self.current, self.state, self.stream = None, "plain", None
+
     def _after(self, text: str) -> str:
         """Between a region and its end marker: blanks, then the marker (held while partial)."""
         end = self.markup.end or ""
@@ -202,8 +217,8 @@ class FirstCallOnly:
     def feed(self, text: str) -> list[Piece]:
         return _first(self.parser.feed(text))
 
-    def close(self) -> list[Piece]:
-        return _first(self.parser.close())
+    def close(self, cut: bool = False) -> list[Piece]:
+        return _first(self.parser.close(cut))
 
 
 def _first(pieces: list[Piece]) -> list[Piece]:

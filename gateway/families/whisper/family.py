@@ -93,6 +93,9 @@ class Whisper(Family):
     """Speech recognition: answers with the transcript of the request's audio."""
 
     name = "whisper"
+    nvidia_server_side = (
+        "NVIDIA's Triton Whisper models (tensorrtllm_backend all_models/whisper, v0.15.0 on)"
+    )
     accepts_audio = True
     completes_text = False  # its input is speech
     supports_extra_id = False

@@ -1,68 +1,86 @@
-"""Compile a guide with a real grammar engine before Triton sees it, and remember the verdict.
+"""Compile a guide as the engine will, in a sandbox, before Triton sees it; remember verdicts.
 
-TensorRT-LLM compiles guides with xgrammar inside the engine; a guide it cannot compile fails
-the request there, after admission, and an unknown guide type is not even an error (it is
-dropped, and the output is unconstrained). So the gateway compiles every guide first with
-llguidance (a zero-dependency abi3 wheel; xgrammar would pull torch, transformers and triton
-into the gateway) and answers 400 with the engine's own message. JSON schemas and regexes are
-llguidance's native inputs; an ``ebnf_grammar`` (xgrammar's GBNF dialect) is checked through
-llguidance's ``gbnf_to_lark`` converter, which covers the GBNF that llama.cpp and xgrammar
-share. Verdicts are cached by a digest of (type, guide), so a schema sent on every request is
-compiled once.
+TensorRT-LLM compiles guides inside the engine; a guide it cannot compile fails the request
+there, after admission, and an unknown guide type is not even an error (it is dropped, and the
+output is unconstrained). So the gateway compiles every guide first with llguidance (a
+zero-dependency abi3 wheel; xgrammar would pull torch, transformers and triton into the gateway)
+and answers 400 with the engine's own message.
+
+Three steps, cheapest first:
+
+1. the verdict cache (``gateway/sandbox/cache.py``), by a digest of (type, guide): a guide sent
+   on every request is compiled once; the cache is bounded in bytes, its messages cut short;
+2. the structural limits (``bounds.py``), one pass on the event loop (a large guide's in
+   steps, the loop taking its turn between them): a guide over one is refused naming the
+   limit, and never reaches the compiler;
+3. ``engine.compile_error`` in a sandboxed worker process (``gateway/sandbox/``): native code
+   that overflows its stack or runs away ends that worker, never the gateway, and the request
+   gets a 400 (the guide is the cause). The compile is the engine's, limits included
+   (``engine.py``: strict mode, and the parser limits probed from the matcher's start).
+
+JSON schemas and regexes are llguidance's native inputs; an ``ebnf_grammar`` (xgrammar's GBNF
+dialect) goes through llguidance's ``gbnf_to_lark`` converter, which covers the GBNF that
+llama.cpp and xgrammar share.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections import OrderedDict
 
-from llguidance import LLMatcher
-from llguidance.gbnf_to_lark import gbnf_to_lark
-
+from gateway.config import GuideSettings
 from gateway.families.calls import Guide
+from gateway.pipeline.structured.bounds import over_limit, over_limit_soon
+from gateway.pipeline.structured.engine import compile_error
+from gateway.sandbox import (
+    SandboxCrashed,
+    SandboxPool,
+    SandboxTimeout,
+    VerdictCache,
+)
+from gateway.sandbox.pool import SandboxJobFailed
 
-CACHE_SIZE = 1024  # distinct guides remembered (each entry: a digest and a short message)
+INLINE_BYTES = 16 * 1024  # guides measured on the event loop (well under a millisecond)
 
 
-class GuideCache:
-    """(type, guide) digest -> None (compiles) or the engine's error, least recently used
-    first out."""
-
-    def __init__(self, size: int = CACHE_SIZE) -> None:
-        self.size = size
-        self.entries: OrderedDict[bytes, str | None] = OrderedDict()
-        self.hits = 0
-        self.misses = 0
-
-    def error(self, guide: Guide) -> str | None:
-        """Why ``guide`` does not compile, or None when it does."""
-        key = hashlib.blake2b(f"{guide.type}\0{guide.text}".encode(), digest_size=16).digest()
-        if key in self.entries:
-            self.hits += 1
-            self.entries.move_to_end(key)
-            return self.entries[key]
-        self.misses += 1
-        verdict = compile_error(guide)
-        self.entries[key] = verdict
-        if len(self.entries) > self.size:
-            self.entries.popitem(last=False)
+async def guide_error(
+    guide: Guide, limits: GuideSettings, pool: SandboxPool, cache: VerdictCache
+) -> str | None:
+    """Why ``guide`` cannot be used (a short sentence), or None when it compiles."""
+    if guide.type == "json":
+        return None  # any JSON: TensorRT-LLM's built-in grammar, nothing to compile
+    key = hashlib.blake2b(f"{guide.type}\0{guide.text}".encode(), digest_size=16).digest()
+    found, verdict = cache.get(key)
+    if found:
         return verdict
+    if len(guide.text) <= INLINE_BYTES:
+        verdict = over_limit(guide.type, guide.text, limits)
+    else:  # a walk of up to max_bytes takes tens of ms: in steps, the loop between them
+        verdict = await over_limit_soon(guide.type, guide.text, limits)
+    if verdict is None:
+        verdict = await _compiled(guide, limits, pool)
+    if verdict is not None:
+        verdict = short(verdict, limits.max_message_chars)
+    cache.put(key, verdict)
+    return verdict
 
 
-def compile_error(guide: Guide) -> str | None:
-    """Compile ``guide`` with llguidance: None, or the engine's message."""
+async def _compiled(guide: Guide, limits: GuideSettings, pool: SandboxPool) -> str | None:
     try:
-        if guide.type == "json":
-            return None  # any JSON: TensorRT-LLM's built-in grammar, nothing to compile
-        if guide.type == "json_schema":
-            grammar = LLMatcher.grammar_from_json_schema(guide.text)
-        elif guide.type == "regex":
-            grammar = LLMatcher.grammar_from_regex(guide.text)
-        else:
-            grammar = LLMatcher.grammar_from_lark(gbnf_to_lark(guide.text))
-        return LLMatcher.validate_grammar(grammar) or None
-    except Exception as exc:  # the converter and the bindings raise plain exceptions
-        return str(exc) or type(exc).__name__
+        verdict: str | None = await pool.run(compile_error, guide.type, guide.text)
+    except SandboxTimeout:
+        return (f"compiling it took longer than {limits.compile_timeout_s:g} s, over the limit "
+                "[guides] compile_timeout_s")  # fmt: skip
+    except SandboxCrashed as crash:
+        return f"it crashed the grammar compiler ({crash.how}); simplify it (fewer levels)"
+    except SandboxJobFailed as failed:
+        return str(failed)
+    return verdict
 
 
-GUIDES = GuideCache()  # one per process: a verdict depends on the guide alone
+def short(message: str, most: int) -> str:
+    """The message's first line, at most ``most`` characters (a compiler quotes the guide)."""
+    first = " ".join(message.split("\n<state>")[0].split())
+    return first if len(first) <= most else first[: most - 25] + f" ... ({len(first)} chars)"
+
+
+__all__ = ["compile_error", "guide_error", "short"]

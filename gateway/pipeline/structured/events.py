@@ -2,7 +2,9 @@
 
 The relay yields text as Triton writes it; here that text is split into content and
 ``ToolCallDelta``s (markup held back, never sent as content), and a choice that made a call
-and stopped on its own ends with ``finish_reason`` ``tool_calls``.
+and stopped on its own ends with ``finish_reason`` ``tool_calls``. One cut by ``max_tokens``
+keeps ``length``, with the call it was writing given as far as it got (streamed or not, as
+OpenAI does): its arguments are not valid JSON, and ``length`` says why.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ async def with_tools(
     try:
         async for item in events:
             if isinstance(item, Outcome):
-                for piece in parser.close():
+                for piece in parser.close(cut=item.finish_reason == "length"):
                     yield piece
                 if parser.calls and item.finish_reason == "stop":
                     item = replace(item, finish_reason="tool_calls")

@@ -5,20 +5,23 @@ Three spellings reach the same four guide types: OpenAI's ``response_format`` (`
 schema, strict}`` envelope, as trtllm-serve does), vLLM's ``structured_outputs`` (``json``,
 ``regex``, ``choice``, ``grammar``, ``json_object``) and vLLM's older ``guided_json`` /
 ``guided_regex`` / ``guided_choice`` / ``guided_grammar``. A request may use one of them once;
-``choice`` becomes a regex of the choices, written literally. Every guide is compiled
-(``compile.py``) and the served model must declare the guide inputs, else a 400 that says why.
+``choice`` becomes a regex of the choices, written literally. Every guide is measured and
+compiled (``compile.py``, in a sandbox) and the served model must declare the guide inputs,
+else a 400 that says why.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import InvalidRequest
 from gateway.families.calls import Guide
-from gateway.pipeline.structured.compile import GUIDES
+from gateway.pipeline.structured.compile import guide_error
 from gateway.protocol.structured import ResponseFormat
+from gateway.runtime import Runtime
 from gateway.triton.contract import ModelContract
 from gateway.triton.tensors import GUIDE_INPUTS
 
@@ -34,6 +37,7 @@ NEUTRAL_KEYS = {"disable_fallback": (None, False), "disable_any_whitespace": (No
                 "_backend_was_auto": (None, False)}  # fmt: skip
 BACKENDS = (None, "auto", "xgrammar")  # guided_decoding_backend values TensorRT-LLM honours
 REGEX_SPECIAL = frozenset("\\.^$|?*+()[]{}")
+_ESCAPES = str.maketrans({c: "\\" + c for c in REGEX_SPECIAL})
 FLAG = "mmgw trtllm-repo --guided-decoding"
 
 
@@ -145,12 +149,21 @@ def _vllm_guide(kind: str, value: object, param: str) -> Guide:
 
 def literal_regex(text: str) -> str:
     """``text`` as a regex matching it exactly; only the metacharacters escaped, which both
-    llguidance and xgrammar read the same way."""
-    return "".join("\\" + c if c in REGEX_SPECIAL else c for c in text)
+    llguidance and xgrammar read the same way (``str.translate``: C speed, as a choice list
+    may be long)."""
+    return text.translate(_ESCAPES)
 
 
-def check_guide(asked: Asked, contract: ModelContract, model_id: str) -> Guide:
-    """The guide, once the served model can take it and the grammar engine compiles it."""
+async def check_guide(
+    asked: Asked,
+    contract: ModelContract,
+    model_id: str,
+    runtime: Runtime,
+    suspects: Sequence[Asked] = (),
+) -> Guide:
+    """The guide, once the served model can take it and the grammar engine compiles it. When
+    it does not, and it was assembled from ``suspects`` (the tools a ``required`` choice may
+    call), the first of them that does not compile alone is named instead of the whole."""
     missing = [name for name in GUIDE_INPUTS if not contract.declares(name)]
     if missing:
         raise InvalidRequest(
@@ -160,13 +173,27 @@ def check_guide(asked: Asked, contract: ModelContract, model_id: str) -> Guide:
             param=asked.param,
             code="unsupported_parameter",
         )
-    error = GUIDES.error(asked.guide)
-    if error is not None:
-        what = {"json_schema": "JSON schema", "regex": "regex", "ebnf_grammar": "grammar"}
-        raise InvalidRequest(
-            f"the {what.get(asked.guide.type, 'guide')} in '{asked.param}' cannot be compiled: "
-            f"{error.strip()}",
-            param=asked.param,
-            code="invalid_guide",
-        )
-    return asked.guide
+    error = await _error(asked, runtime)
+    if error is None:
+        return asked.guide
+    for suspect in suspects:
+        own = await _error(suspect, runtime)
+        if own is not None:
+            raise _invalid(suspect, own)
+    raise _invalid(asked, error)
+
+
+async def _error(asked: Asked, runtime: Runtime) -> str | None:
+    return await guide_error(
+        asked.guide, runtime.settings.guides, runtime.guide_sandbox, runtime.guide_verdicts
+    )
+
+
+def _invalid(asked: Asked, error: str) -> InvalidRequest:
+    what = {"json_schema": "JSON schema", "regex": "regex", "ebnf_grammar": "grammar"}
+    kind = what.get(asked.guide.type, "guide")
+    return InvalidRequest(
+        f"the {kind} in '{asked.param}' cannot be compiled: {error}",
+        param=asked.param,
+        code="invalid_guide",
+    )

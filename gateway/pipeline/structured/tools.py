@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from gateway.errors import InvalidRequest
@@ -47,19 +47,38 @@ class ToolPlan:
     named: str | None = None
     parallel: bool = True
     param: str = "tool_choice"  # the field that chose (legacy: function_call)
+    tools_param: str = "tools"  # the field that offered (legacy: functions)
 
     @property
     def rendered(self) -> tuple[ToolSpec, ...]:
         return () if self.mode == "none" else self.tools
 
     def guide(self) -> Asked | None:
-        """The guide that forces a call, for ``required`` and named choices."""
+        """The guide that forces a call, for ``required`` and named choices; a named tool's
+        guide is its own ``parameters``, and is blamed on them."""
         if self.mode == "named":
-            tool = next(t for t in self.tools if t.name == self.named)
-            return Asked(Guide("json_schema", json.dumps(_parameters(tool))), self.param)
+            index = next(i for i, t in enumerate(self.tools) if t.name == self.named)
+            schema = json.dumps(_parameters(self.tools[index]))
+            return Asked(Guide("json_schema", schema), self.parameters_param(index))
         if self.mode == "required":
             return Asked(Guide("json_schema", json.dumps(calls_schema(self))), self.param)
         return None
+
+    def suspects(self) -> list[Asked]:
+        """Each tool's ``parameters`` as a guide of its own: when the ``required`` guide they
+        make together does not compile, the first that does not alone is to blame."""
+        if self.mode != "required":
+            return []
+        return [
+            Asked(Guide("json_schema", json.dumps(_parameters(tool))), self.parameters_param(i))
+            for i, tool in enumerate(self.tools)
+        ]
+
+    def parameters_param(self, index: int) -> str:
+        """Where tool ``index``'s parameters are in the request."""
+        if self.tools_param == "functions":
+            return f"functions[{index}].parameters"
+        return f"tools[{index}].function.parameters"
 
     def parser(self, family: Family, streaming: bool) -> Callable[[], ToolParser] | None:
         """Makes one choice's parser (None: the output is content as it is)."""
@@ -99,7 +118,7 @@ def tool_plan(request: ChatCompletionRequest, family: Family) -> ToolPlan | None
     if plan is None:
         return None
     if request.parallel_tool_calls is False or legacy:  # the deprecated API: one call
-        plan = ToolPlan(plan.tools, plan.mode, plan.named, False, plan.param)
+        plan = replace(plan, parallel=False)
     if plan.mode != "none" and family.tool_format is None:
         raise InvalidRequest(
             f"model family '{family.name}' declares no tool-call format: tools cannot be "
@@ -131,9 +150,10 @@ def _plan(
     if duplicate is not None:
         raise InvalidRequest(f"two tools are named {duplicate!r}", param=tools_param)
     if choice is None or choice == "auto":
-        return ToolPlan(specs, "auto", param=choice_param)
+        return ToolPlan(specs, "auto", param=choice_param, tools_param=tools_param)
     if isinstance(choice, str):
-        return ToolPlan(specs, "required" if choice == "required" else "none", param=choice_param)
+        mode: Mode = "required" if choice == "required" else "none"
+        return ToolPlan(specs, mode, param=choice_param, tools_param=tools_param)
     legacy = isinstance(choice, FunctionName)  # function_call: {"name": ...}
     named = choice.name if isinstance(choice, FunctionName) else choice.function.name
     if named not in names:
@@ -143,7 +163,7 @@ def _plan(
             f"{tools_param} offered ({', '.join(names)})",
             param=where,
         )
-    return ToolPlan(specs, "named", named, param=choice_param)
+    return ToolPlan(specs, "named", named, param=choice_param, tools_param=tools_param)
 
 
 def _parameters(tool: ToolSpec) -> dict[str, Any]:

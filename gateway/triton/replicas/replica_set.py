@@ -10,7 +10,9 @@ a DNS name's addresses (``discovery.py``). What it guarantees:
   ``UNAVAILABLE``, a deadline, a model not ready) is sent once more, to the next choice, and
   that replica is taken out for a backoff; nothing already streamed is ever retried;
 - the readiness probe (``is_ready``, run by the runtime's ``ReadinessWatch``) probes every
-  replica, so a dead one leaves and a restarted one rejoins within one probe interval.
+  replica, so a dead one leaves and a restarted one rejoins within one probe interval;
+- a call waiting on a replica whose probe fails (a hung server: it answers neither) is ended
+  at once, and sent once more to the next choice when nothing had come back yet.
 
 Each replica's calls, open calls, health, ejections and retries go to ``ReplicaMetrics`` as
 they happen (a few operations per call, none per token), so ``mmgw serve --workers`` adds
@@ -38,6 +40,7 @@ from gateway.triton.replicas import choice
 from gateway.triton.replicas.agreement import difference, majority
 from gateway.triton.replicas.discovery import DnsName
 from gateway.triton.replicas.health import DEFAULT_EJECT_BACKOFF_S, Health
+from gateway.triton.replicas.lost import LostWatch
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +68,8 @@ class Replica:
     retried: int = 0  # calls that failed here before their first byte and went to another
     # Triton model -> None when its config agrees with the set's, else why it is refused.
     verdicts: dict[str, str | None] = field(default_factory=dict)
+    # The calls waiting on it now: each ends itself when told the replica was lost.
+    waiting: set[Callable[[], None]] = field(default_factory=set)
 
     def serves(self, model: str) -> bool:
         return model in self.verdicts and self.verdicts[model] is None
@@ -236,6 +241,9 @@ class ReplicaSet:
             log.warning("Triton replica %s of %s is %s", replica.name, self.url, state)
             if ready:
                 replica.verdicts.clear()  # a server that restarted may serve another config
+        if not ready:
+            for lose in list(replica.waiting):
+                lose()
         self._publish(replica)
         if not ready:
             return False
@@ -296,6 +304,7 @@ class ReplicaSet:
             replica.in_flight += 1
             replica.requests += 1
             self._calls(replica, 1)
+            lost = LostWatch(replica)
             try:
                 responses: Any = replica.backend.stream(model_name, inputs, request_id, outputs)
                 async with contextlib.aclosing(responses):
@@ -305,28 +314,47 @@ class ReplicaSet:
                 if replica.health.succeeded():
                     self._publish(replica)
                 return
-            except UpstreamUnavailable as exc:
-                pause = replica.health.failed()
-                self._ejected(replica)
-                retry = not started and attempt < len(tries)
-                log.warning(
-                    "Triton replica %s failed %s (%s): out for %.1f s%s",
-                    replica.name,
-                    "mid-stream" if started else "before its first response",
-                    exc.message,
-                    pause,
-                    f"; retrying on {tries[attempt].name}" if retry else "",
-                )
-                if not retry:
-                    if started:  # what it generated is lost with it
-                        raise UpstreamLost(exc.message) from exc
+            except asyncio.CancelledError:
+                if not lost.fired:
                     raise
-                replica.retried += 1
-                if self.metrics is not None:
-                    self.metrics.retries.labels(replica.name).inc()
+                lost.take_back()
+                self._failed(replica, lost.error(), started, attempt, tries)
+            except UpstreamUnavailable as exc:
+                self._failed(replica, exc, started, attempt, tries)
             finally:
+                lost.close()
                 replica.in_flight -= 1
                 self._calls(replica, -1)
+
+    def _failed(
+        self,
+        replica: Replica,
+        exc: UpstreamUnavailable,
+        started: bool,
+        attempt: int,
+        tries: Sequence[Replica],
+    ) -> None:
+        """A call could not reach ``replica`` (or it was lost under the call): the replica is
+        out for a backoff; returns when the call is to be sent to the next choice, else
+        raises (``UpstreamLost`` once something was streamed: it is not generated again)."""
+        pause = replica.health.failed()
+        self._ejected(replica)
+        retry = not started and attempt < len(tries)
+        log.warning(
+            "Triton replica %s failed %s (%s): out for %.1f s%s",
+            replica.name,
+            "mid-stream" if started else "before its first response",
+            exc.message,
+            pause,
+            f"; retrying on {tries[attempt].name}" if retry else "",
+        )
+        if not retry:
+            if started:  # what it generated is lost with it
+                raise UpstreamLost(exc.message) from exc
+            raise exc
+        replica.retried += 1
+        if self.metrics is not None:
+            self.metrics.retries.labels(replica.name).inc()
 
     # -- observability ------------------------------------------------------------------------
 

@@ -123,7 +123,8 @@ class Arch:
         return model
 
     def decoder_start_id(self, model: PreTrainedModel) -> int:
-        """The decoder's first token when the request gives no ``decoder_text_input``."""
+        """The model's own decoder start token (what Hugging Face and NVIDIA's runner start
+        from; the Triton path starts at the pad id unless ``decoder_text_input`` says)."""
         return int(model.config.decoder_start_token_id)
 
 
@@ -194,3 +195,16 @@ def rgb_image_bytes(arch: str, images: Any, video: Any) -> np.ndarray | None:
 def model_device_dtype(model: PreTrainedModel) -> tuple[torch.device, torch.dtype]:
     parameter = next(model.parameters())
     return parameter.device, parameter.dtype
+
+
+def one_raw_image(arch: str, pixels: np.ndarray) -> np.ndarray:
+    """Refuse a second ``image_bytes_input`` image, as NVIDIA's preprocessing cannot take one:
+    its ``VisionPreProcessor`` (tensorrtllm_backend all_models/inflight_batcher_llm/
+    preprocessing/1/model.py @c2e65b88d85255be30cf50440a91662abeb497dd) pairs image i with
+    query i, so image 2 of one request fails there (IndexError, or its batch-size assert)."""
+    if pixels.shape[0] > 1:
+        raise InvalidRequest(
+            f"{arch}: image_bytes_input holds {pixels.shape[0]} images; NVIDIA's "
+            "preprocessing for this family reads one per request"
+        )
+    return pixels

@@ -46,6 +46,7 @@ from server_repo.reference_kit.archs.base import (
     decoder_settings,
     expect_array,
     model_device_dtype,
+    one_raw_image,
 )
 from server_repo.reference_kit.request import InvalidRequest
 from server_repo.reference_kit.templates import LLAVA_ONEVISION, MediaSlot
@@ -151,6 +152,7 @@ class LlavaOnevisionArch(Arch):
         if images is not None:
             pixels = expect_array(images, "image_bytes_input", 4, (np.uint8,))
             _expect_rgb(pixels, "image_bytes_input")
+            one_raw_image(self.name, pixels)
             for item in image_features(model, processor, pixels):
                 slots.append(MediaSlot(model.config.image_token_index, int(item.shape[0])))
                 embeds.append(item)

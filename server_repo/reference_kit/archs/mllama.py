@@ -45,6 +45,7 @@ from server_repo.reference_kit.archs.base import (
     Arch,
     MediaFeatures,
     model_device_dtype,
+    one_raw_image,
     rgb_image_bytes,
 )
 from server_repo.reference_kit.request import InvalidRequest
@@ -148,6 +149,8 @@ class MllamaArch(Arch):
         video: np.ndarray | None,
     ) -> MediaFeatures:
         pixels = rgb_image_bytes(self.name, images, video)
+        if pixels is not None:
+            one_raw_image(self.name, pixels)
         if pixels is None:
             return MediaFeatures.empty()
         inputs = image_inputs(processor, pixels)

@@ -4,9 +4,10 @@ NVIDIA's runner feeds the vision engine the HF processor's page (crop margins, f
 896 x 672, pad, ImageNet normalisation); behind the ensemble contract that is ``image_input``
 FP16 ``[1, 1, 3, 896, 672]``. The Swin encoder (patch 4, window 7, three 2 x 2 merges) turns the
 page into (896 / 32) x (672 / 32) = 588 positions, projected to the decoder's width; the
-decoder cross-attends to them. ``text_input`` is ignored (Nougat takes no prompt), and the
-decoder starts from ``<s>`` (the runner's ``decoder.bos_token_id``) unless
-``decoder_text_input`` says otherwise.
+decoder cross-attends to them. ``text_input`` is ignored (Nougat takes no prompt). Like a
+deployment of NVIDIA's preprocessing, the decoder starts at the pad id unless
+``decoder_text_input`` says otherwise; the runner's start is ``<s>`` (``decoder.bos_token_id``),
+which the gateway sends as that decoder prompt.
 
 Shrunk vs facebook/nougat-base: widths (Swin 128 -> 16, mBART 1024 -> 32) and depths
 (2-2-14-2 Swin blocks -> 1-1-1-1, 10 decoder layers -> 1); the geometry (896 x 672 pages,

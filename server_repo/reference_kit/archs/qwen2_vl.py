@@ -39,6 +39,7 @@ from server_repo.reference_kit.archs.base import (
     Arch,
     MediaFeatures,
     model_device_dtype,
+    one_raw_image,
     rgb_image_bytes,
 )
 from server_repo.reference_kit.templates import QWEN2_VL, MediaSlot, Prompt
@@ -121,6 +122,8 @@ class Qwen2VLArch(Arch):
         video: np.ndarray | None,
     ) -> MediaFeatures:
         pixels = rgb_image_bytes(self.name, images, video)
+        if pixels is not None:
+            one_raw_image(self.name, pixels)
         if pixels is None:
             return MediaFeatures.empty()
         inputs = image_inputs(processor, pixels)

@@ -102,8 +102,9 @@ def generation(
 ) -> GenerationRequest:
     """What the pipeline decides for this conversation and these images."""
     family = get_family(family_name)
-    family.check_conversation(chat)
     config = ServedModel(id="m", family=family_name, triton_model="ensemble", **served_options)
+    family.engine_images(config.max_images)
+    family.check_conversation(chat)
     served = ServedRuntime(config, family, client=None)  # type: ignore[arg-type]
     media = None
     if images:

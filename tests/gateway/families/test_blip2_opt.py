@@ -50,9 +50,22 @@ def test_wire_tensors() -> None:
     dtype, shape, pixels = inputs["image_input"]
     assert (dtype, shape) == ("FP16", [1, 1, 3, 224, 224])
     np.testing.assert_array_equal(pixels[0, 0], Blip2Opt().prepare_image(image).astype(np.float16))
-    assert inputs["end_id"][2].item() == 2 and inputs["pad_id"][2].item() == 1
+    assert inputs["end_id"][2].item() == 50118 and inputs["pad_id"][2].item() == 1
     assert inputs["prompt_table_extra_id"][2].item() == 12345
 
 
 def test_engine_size_as_the_guide_builds_it() -> None:
     assert max_multimodal_len(8, Blip2Opt.features_per_image, 1) == 256  # --max_multimodal_len 256
+
+
+def test_answers_end_at_the_newline_as_nvidias_runner_ends_them() -> None:
+    """Golden value: NVIDIA/TensorRT-LLM tensorrt_llm/runtime/multimodal_model_runner.py
+    @033f406702a726877a9df9eb4931f0661cf0a39a, ``generate``: for BLIP2-OPT
+    ``end_id = tokenizer.encode("\\n", add_special_tokens=False)[0]`` ("model outputs a \\n at
+    the end"); in OPT's vocabulary (GPT-2 byte-level BPE, fairseq ids) that is 50118, not
+    ``</s>`` (2), the tokenizer EOS NVIDIA's Triton preprocessing would use."""
+    assert Blip2Opt.default_end_id == 50118
+    request = generation(
+        "blip2_opt", conversation(("user", "which city is this?", 1)), [sample_image()]
+    )
+    assert request.end_id == 50118

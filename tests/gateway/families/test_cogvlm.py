@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from gateway.errors import InvalidRequest
+from gateway.errors import InvalidRequest, UpstreamUnavailable
 from gateway.families._pixels import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
 from gateway.families.base import max_multimodal_len
-from gateway.families.cogvlm import CogVLM
+from gateway.families.cogvlm import POSITION_IDS_PARAMETER, CogVLM
+from gateway.triton.contract import parse_model_config
 from tests.gateway.families.contracts import conversation, ensemble, generation, sample_image, sent
 
 
@@ -61,3 +62,35 @@ def test_wire_tensors_field_by_field_in_bf16() -> None:
 
 def test_engine_size_as_the_guide_builds_it() -> None:
     assert max_multimodal_len(48, CogVLM.features_per_image, 1) == 61440
+
+
+def test_a_deployment_that_cannot_pass_position_ids_is_refused_saying_why() -> None:
+    """NVIDIA's runner feeds CogVLM custom position ids (NVIDIA/TensorRT-LLM
+    tensorrt_llm/runtime/multimodal_model_runner.py @033f406702a726877a9df9eb4931f0661cf0a39a,
+    ``prepare_position_ids_for_cogvlm``: [0, 1, 2 x 1225, 3, 4, ...]); TensorRT-LLM's Triton
+    backend builds every request with ``positionIds`` empty (tensorrtllm_backend
+    inflight_batcher_llm/src/utils.cc @c2e65b88d85255be30cf50440a91662abeb497dd) and its
+    ``tensorrt_llm`` model has no input for them. So only a deployment that says it computes
+    them itself (``cogvlm_position_ids: server``) is served."""
+    with pytest.raises(UpstreamUnavailable, match="position ids") as info:
+        CogVLM().check_deployment({}, "ensemble")
+    assert info.value.code == "unsupported_deployment"
+    assert POSITION_IDS_PARAMETER in info.value.message and "utils.cc" in info.value.message
+    with pytest.raises(UpstreamUnavailable):
+        CogVLM().check_deployment({POSITION_IDS_PARAMETER: "engine"}, "ensemble")
+    CogVLM().check_deployment({POSITION_IDS_PARAMETER: "server"}, "ensemble")
+
+
+def test_the_parameter_is_read_from_the_deployments_config() -> None:
+    """The contract read at start-up carries the config's parameters to the family."""
+    config = {
+        "name": "ensemble",
+        "input": [
+            {"name": "text_input", "data_type": "TYPE_STRING", "dims": [1]},
+            {"name": "max_tokens", "data_type": "TYPE_INT32", "dims": [1]},
+        ],
+    }
+    assert parse_model_config(config).parameters == {}
+    config["parameters"] = {POSITION_IDS_PARAMETER: {"string_value": "server"}}
+    parameters = parse_model_config(config).parameters
+    CogVLM().check_deployment(parameters, "ensemble")

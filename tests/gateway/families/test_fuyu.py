@@ -26,8 +26,16 @@ def test_largest_image_is_the_declared_feature_count() -> None:
     assert features_for(1080, 1920) == Fuyu.features_per_image == 36 * 65
 
 
-def test_default_prompt_and_wire_tensors() -> None:
+def test_empty_question_goes_empty_and_wire_tensors() -> None:
+    """Golden value: NVIDIA/TensorRT-LLM tensorrt_llm/runtime/multimodal_model_runner.py
+    @033f406702a726877a9df9eb4931f0661cf0a39a, ``preprocess``: Fuyu's ids are the processor's
+    ``input_ids`` for the text alone; the
+    runner's ``pre_prompt = "Describe this image:"`` is never read for Fuyu. So an image with no
+    question is sent with no invented text (the server's processor adds BOS and the answer
+    marker around it)."""
     image = sample_image(640, 480)
     inputs = sent(generation("fuyu", conversation(("user", "", 1)), [image]), ensemble())
-    assert inputs["text_input"][2] == ["Describe this image:"]
+    assert inputs["text_input"][2] == [""]
+    chat = conversation(("user", "", 1), system="Caption it.")
+    assert Fuyu().render(chat) == "Caption it."
     assert inputs["image_input"][:2] == ("FP16", [1, 1, 3, 480, 660])

@@ -1,8 +1,11 @@
 import numpy as np
+import pytest
 from PIL import Image
 
+from gateway.errors import TooManyMediaItems
 from gateway.families.base import Conversation, Turn
 from gateway.families.llava_onevision import MAX_SIDE, LlavaOnevision, stack_letterboxed
+from tests.gateway.families.contracts import conversation
 
 
 def test_multi_turn_uses_chatml_between_the_server_added_headers() -> None:
@@ -38,3 +41,14 @@ def test_different_sizes_share_a_letterboxed_canvas() -> None:
     assert stacked.shape == (2, 4, 6, 3)
     assert (stacked[0, 1:3, 2:4] == 9).all() and stacked[0, 0, 0, 0] == 0
     assert (stacked[1] == 7).all()
+
+
+def test_one_raw_image_per_request_as_nvidias_preprocessing_reads_them() -> None:
+    """Golden limit: tensorrtllm_backend all_models/inflight_batcher_llm/preprocessing/1/
+    model.py @c2e65b88d85255be30cf50440a91662abeb497dd,
+    ``VisionPreProcessor.llava_onevision_process_image``
+    pairs image i with query i: a second image of one request fails its "same batch size as
+    Query" assert."""
+    with pytest.raises(TooManyMediaItems, match="at most 1 per request: NVIDIA") as info:
+        LlavaOnevision().check_conversation(conversation(("user", "Compare.", 2)))
+    assert info.value.status_code == 400 and "image_bytes_input" in info.value.message

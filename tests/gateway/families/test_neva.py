@@ -22,11 +22,16 @@ def test_runner_template_with_the_image_slot() -> None:
 
 
 def test_system_and_history() -> None:
+    """Golden value: NVIDIA/TensorRT-LLM tensorrt_llm/runtime/multimodal_model_runner.py
+    @033f406702a726877a9df9eb4931f0661cf0a39a, ``setup_inputs``: NeMo's system block ends with a
+    blank line before ``<extra_id_1>User``
+    (its SteerLM prompt: "<extra_id_0>System\\n{system}\\n\\n<extra_id_1>User"; with no
+    system text, NeVA's "<extra_id_0>System\\n\\n<extra_id_1>User\\n")."""
     chat = conversation(
         ("user", "What?", 1), ("assistant", "A cat.", 0), ("user", "Colour?", 0), system="Be brief."
     )
     assert Neva().render(chat) == (
-        "<extra_id_0>System\nBe brief.\n<extra_id_1>User\n<image>\nWhat?\n"
+        "<extra_id_0>System\nBe brief.\n\n<extra_id_1>User\n<image>\nWhat?\n"
         "<extra_id_1>Assistant\nA cat.\n<extra_id_1>User\nColour?\n<extra_id_1>Assistant\n"
     )
 

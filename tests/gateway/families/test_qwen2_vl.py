@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from gateway.errors import TooManyMediaItems
 from gateway.families.qwen2_vl import SIDE, Qwen2VL
 from tests.gateway.families.contracts import conversation, ensemble, generation, sample_image, sent
 
@@ -37,9 +38,20 @@ def test_history_rides_inside_the_question_in_chatml() -> None:
     )
 
 
+def test_one_raw_image_per_request_as_nvidias_preprocessing_reads_them() -> None:
+    """Golden limit: tensorrtllm_backend all_models/inflight_batcher_llm/preprocessing/1/
+    model.py @c2e65b88d85255be30cf50440a91662abeb497dd,
+    ``VisionPreProcessor.qwen2_vl_process_image``
+    pairs image i with query i: a second image of one request indexes a query that is not there
+    (IndexError)."""
+    with pytest.raises(TooManyMediaItems, match="at most 1 per request: NVIDIA") as info:
+        Qwen2VL().check_conversation(conversation(("user", "Compare.", 2)))
+    assert info.value.status_code == 400 and "image_bytes_input" in info.value.message
+
+
 def test_wire_tensors_without_the_extra_id() -> None:
-    images = [sample_image(640, 480, seed=1), sample_image(200, 800, seed=2)]
-    inputs = sent(generation("qwen2_vl", conversation(("user", "q", 2)), images), ensemble())
-    assert inputs["image_bytes_input"][:2] == ("UINT8", [1, 2, 504, 504, 3])
+    images = [sample_image(640, 480, seed=1)]
+    inputs = sent(generation("qwen2_vl", conversation(("user", "q", 1)), images), ensemble())
+    assert inputs["image_bytes_input"][:2] == ("UINT8", [1, 1, 504, 504, 3])
     assert "prompt_table_extra_id" not in inputs
     assert inputs["end_id"][2].item() == 151645

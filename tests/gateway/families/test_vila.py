@@ -6,15 +6,38 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gateway.errors import InvalidRequest
+from gateway.errors import InvalidRequest, TooManyMediaItems
 from gateway.families.base import max_multimodal_len
 from gateway.families.vila import SIGLIP_384, Vila
 from tests.gateway.families.contracts import conversation, ensemble, generation, sample_image, sent
 
 
+def splitting(max_images: int | None = 4) -> Vila:
+    """A VILA family for a deployment whose ``max_num_images`` is ``max_images``."""
+    family = Vila()
+    family.engine_images(max_images)
+    return family
+
+
 def test_one_image_marker_per_image_as_the_guide_sends() -> None:
     chat = conversation(("user", " Please elaborate what you see in the images?", 2))
-    assert Vila().render(chat) == "<image>\n<image>\n Please elaborate what you see in the images?"
+    text = splitting().render(chat)
+    assert text == "<image>\n<image>\n Please elaborate what you see in the images?"
+
+
+@pytest.mark.parametrize("max_images", [None, 1])
+def test_no_marker_where_the_preprocessing_does_not_split(max_images: int | None) -> None:
+    """Golden rule: tensorrtllm_backend all_models/inflight_batcher_llm/preprocessing/1/model.py
+    @c2e65b88d85255be30cf50440a91662abeb497dd, ``_create_request``: the text is split at
+    ``<image>`` only ``if self.max_num_images and
+    self.max_num_images > 1``; otherwise the one image's features go between the frame's head
+    and the text, and a marker would reach the model as text. So no marker, one image."""
+    family = splitting(max_images)
+    assert family.render(conversation(("user", "Describe.", 1))) == "Describe."
+    with pytest.raises(TooManyMediaItems, match="max_num_images") as info:
+        family.check_conversation(conversation(("user", "Compare.", 2)))
+    assert info.value.status_code == 400
+    splitting(4).check_conversation(conversation(("user", "Compare.", 2)))
 
 
 def test_markers_follow_their_turn_and_history_uses_vicuna_separators() -> None:
@@ -25,7 +48,7 @@ def test_markers_follow_their_turn_and_history_uses_vicuna_separators() -> None:
         system="Be brief.",
     )
     # The server adds its system sentence + " USER: " before and " ASSISTANT:" after.
-    assert Vila().render(chat) == (
+    assert splitting().render(chat) == (
         "Be brief.\n<image>\nWhat is this? ASSISTANT: A cat.</s>USER: <image>\nAnd this?"
     )
 
@@ -50,7 +73,7 @@ def test_siglip_pixels_squash_to_384() -> None:
 def test_wire_tensors_field_by_field() -> None:
     images = [sample_image(640, 480, seed=1), sample_image(300, 500, seed=2)]
     chat = conversation(("user", "Compare.", 2))
-    inputs = sent(generation("vila", chat, images, extra_id=77), ensemble())
+    inputs = sent(generation("vila", chat, images, extra_id=77, max_images=4), ensemble())
     assert set(inputs) == {
         "text_input",
         "max_tokens",

@@ -88,3 +88,44 @@ def test_late_system_text_joins_the_system_prompt_and_system_only_is_the_user_tu
         parse([{"role": "user", "content": ""}])
     with pytest.raises(InvalidRequest):
         parse([{"role": "system", "content": ""}])
+
+
+CALL = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        # No call was made at all.
+        [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "call_9",
+                                              "content": "42"}],
+        # A call was made, under another id.
+        [{"role": "user", "content": "hi"}, {"role": "assistant", "tool_calls": [CALL]},
+         {"role": "tool", "tool_call_id": "call_9", "content": "42"}],
+    ],
+)  # fmt: skip
+def test_a_tool_message_must_answer_a_call_made_before(messages: list[dict]) -> None:
+    """Issue 22 item 8: OpenAI answers 400 to a tool message answering an unknown call."""
+    with pytest.raises(InvalidRequest) as refused:
+        parse(messages)
+    assert refused.value.param == f"messages[{len(messages) - 1}].tool_call_id"
+    assert "call_9" in refused.value.message
+
+
+def test_an_unknown_long_tool_call_id_is_not_echoed_whole() -> None:
+    messages = [{"role": "user", "content": "hi"},
+                {"role": "tool", "tool_call_id": "c" * 5000, "content": "42"}]  # fmt: skip
+    with pytest.raises(InvalidRequest) as refused:
+        parse(messages)
+    assert len(refused.value.message) < 300 and "(5000 characters)" in refused.value.message
+
+
+def test_answers_to_calls_made_before_are_accepted() -> None:
+    second = {**CALL, "id": "call_2"}
+    parsed = parse([
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "tool_calls": [CALL, second]},
+        {"role": "tool", "tool_call_id": "call_2", "content": "b"},
+        {"role": "tool", "tool_call_id": "call_1", "content": "a"},
+    ])  # fmt: skip
+    assert [t.tool_call_id for t in parsed.conversation.turns[2:]] == ["call_2", "call_1"]

@@ -145,6 +145,24 @@ async def test_counts_and_mixes(runtime: Runtime) -> None:
         await prepare_media([image(url), video(url)], served("llava_onevision"), runtime)
 
 
+@pytest.mark.parametrize("family", ["mllama", "llava_onevision", "qwen2_vl"])
+async def test_a_second_raw_image_is_refused_naming_the_part_and_the_limit(
+    runtime: Runtime, family: str
+) -> None:
+    """NVIDIA's preprocessing reads one image_bytes_input image per request for these
+    families (tensorrtllm_backend all_models/inflight_batcher_llm/preprocessing/1/model.py
+    @c2e65b88d85255be30cf50440a91662abeb497dd): the second fails inside Triton, so the gateway
+    refuses it first, naming it."""
+    url = "http://127.0.0.1:9/x"
+    parts = [image(url, "messages[1].content[0]"), image(url, "messages[1].content[2]")]
+    with pytest.raises(TooManyMediaItems) as info:
+        await prepare_media(parts, served(family), runtime)
+    assert info.value.param == "messages[1].content[2]" and info.value.status_code == 400
+    assert info.value.message.startswith("messages[1].content[2] is image 2 of this request")
+    assert "at most 1 per request" in info.value.message
+    assert "image_bytes_input" in info.value.message
+
+
 @pytest.mark.parametrize(
     ("part", "code"),
     [

@@ -32,6 +32,17 @@ VARIANTS: dict[str, dict[str, Any]] = {
     },
     # Two API keys (stored responses are each key's own), a small stored-response cap.
     "keyed": {"api_keys": (API_KEY, OTHER_KEY), "responses": {"max_stored_bytes": 64 * 1024}},
+    # Structural guide limits out of the way, a short compile budget: the sandbox's own cases.
+    "open_guides": {
+        "guides": {
+            "max_ref_depth": 10**6,
+            "max_rules": 10**6,
+            "max_bytes": 16 << 20,
+            "max_regex_bytes": 16 << 20,
+            "max_depth": 10**6,
+            "compile_timeout_s": 3.0,
+        },
+    },
 }
 
 

@@ -222,3 +222,12 @@ async def test_caps_on_what_costs_work_or_is_echoed(
     for field, value in (("max_tokens", True), ("stream", "yes"), ("n", 1.5), ("seed", "7")):
         error = assert_openai_error(await http.post(URL, json=chat(**{field: value})), 400)
         assert error["param"] == field, (field, error)
+
+
+async def test_n_copies_of_a_long_prompt_are_refused_before_triton(
+    http: httpx.AsyncClient, fake: FakeTriton
+) -> None:
+    """Issue 22 item 5: one Triton request goes out per choice, so the cap is on them all."""
+    reply = await http.post(URL, json=chat("word " * 180_000, n=16))  # 900K characters x 16
+    error = assert_openai_error(reply, 400, "context_length_exceeded")
+    assert error["param"] == "n" and not fake.requests

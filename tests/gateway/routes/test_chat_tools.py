@@ -12,7 +12,7 @@ import openai
 import pytest
 from pydantic import BaseModel, Field
 
-from tests.fakes.app import FakeGateway
+from tests.fakes.app import FakeGateway, sse_payloads
 from tests.fakes.triton import FakeTriton
 
 WEATHER_PARAMETERS = {
@@ -347,16 +347,19 @@ async def test_sdk_streamed_parse(client: openai.AsyncOpenAI, fake: FakeTriton) 
     assert final.choices[0].message.parsed == ANSWER
 
 
-async def test_a_call_cut_by_max_tokens_is_content_with_finish_reason_length(
+async def test_a_call_cut_by_max_tokens_is_the_call_as_far_as_it_got(
     client: openai.AsyncOpenAI, fake: FakeTriton
 ) -> None:
+    """As a stream sends it (and OpenAI answers): the call, its arguments unfinished, and
+    finish_reason length saying why; no longer its markup as content."""
     fake.script.tokens = HERMES_ANSWER
     completion = await client.chat.completions.create(
         model="fake-guided", messages=MESSAGES, tools=TOOLS, max_tokens=4
     )
     choice = completion.choices[0]
-    assert choice.finish_reason == "length" and choice.message.tool_calls is None
-    assert choice.message.content == "".join(HERMES_ANSWER[:4])  # as written: not a call
+    assert choice.finish_reason == "length" and choice.message.content == "Checking.\n"
+    (call,) = choice.message.tool_calls or ()
+    assert (call.function.name, call.function.arguments) == ("get_weather", '{"city": ')
 
 
 async def test_tool_definitions_may_not_carry_the_familys_markers(
@@ -368,3 +371,55 @@ async def test_tool_definitions_may_not_carry_the_familys_markers(
         await client.chat.completions.create(model="fake-guided", messages=MESSAGES, tools=[forged])
     assert refused.value.code == "reserved_marker"
     assert not fake.requests
+
+
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "bad"}}])
+async def test_a_tool_whose_parameters_cannot_compile_is_named(
+    gateway: FakeGateway, choice: object
+) -> None:
+    """Issue 27 item 8: the error names the tool's parameters (its right index), not
+    tool_choice, whether the choice names the tool or ``required`` forces one of them."""
+    bad = {"type": "function", "function": {"name": "bad", "parameters": {"type": "strng"}}}
+    body = {"model": "fake-guided", "messages": MESSAGES, "tools": [*TOOLS[:2], bad],
+            "tool_choice": choice}  # fmt: skip
+    transport = httpx.ASGITransport(app=gateway.app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as http:
+        reply = await http.post("/v1/chat/completions", json=body)
+    assert reply.status_code == 400, reply.text
+    error = reply.json()["error"]
+    assert error["code"] == "invalid_guide" and error["param"] == "tools[2].function.parameters"
+    assert "strng" in error["message"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(
+    "choice", ["required", {"type": "function", "function": {"name": "get_weather"}}]
+)
+async def test_a_forced_call_cut_by_max_tokens_is_the_call_as_far_as_it_got(
+    gateway: FakeGateway, fake: FakeTriton, stream: bool, choice: object
+) -> None:
+    """Issue 22 item 8: the cut call came back as raw JSON content with no sign of why; now,
+    streamed or not, it is the call with its arguments unfinished and finish_reason length."""
+    named = isinstance(choice, dict)
+    forced = ['[{"name": "get_weather", ', '"arguments": {"ci', 'ty": "Par', 'is"}}]']
+    fake.script.tokens = ['{"ci', 'ty": "Par', 'is"}'] if named else forced
+    body = {"model": "fake-guided", "messages": MESSAGES, "tools": TOOLS, "tool_choice": choice,
+            "max_tokens": 2 if named else 3, "stream": stream}  # fmt: skip
+    transport = httpx.ASGITransport(app=gateway.app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as http:
+        reply = await http.post("/v1/chat/completions", json=body)
+    assert reply.status_code == 200, reply.text
+    if stream:
+        chunks = [c for c in sse_payloads(reply.text)[:-1] if c["choices"]]
+        deltas = [d for c in chunks for d in c["choices"][0]["delta"].get("tool_calls") or ()]
+        name = deltas[0]["function"]["name"]
+        arguments = "".join(d["function"].get("arguments") or "" for d in deltas)
+        content = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
+        finish = chunks[-1]["choices"][0]["finish_reason"]
+    else:
+        (answer,) = reply.json()["choices"]
+        (call,) = answer["message"]["tool_calls"]
+        name, arguments = call["function"]["name"], call["function"]["arguments"]
+        content, finish = answer["message"]["content"] or "", answer["finish_reason"]
+    assert (name, finish, content) == ("get_weather", "length", "")
+    assert arguments == '{"city": "Par'  # unfinished: not JSON, and "length" says why

@@ -101,3 +101,20 @@ async def test_refusals(
 
 async def test_best_of_equal_to_n_is_accepted(http: httpx.AsyncClient) -> None:
     assert (await http.post(URL, json=completion(best_of=1))).status_code == 200
+
+
+async def test_n_copies_of_long_prompts_are_refused_before_triton(
+    http: httpx.AsyncClient, fake: FakeTriton
+) -> None:
+    """Issue 22 item 5: 2 prompts of 900K characters with n=16 are 32 Triton requests of 900K
+    characters each; the cap is on the total sent, and nothing is sent."""
+    body = {"model": "fake-llava", "prompt": ["a" * 900_000, "b" * 900_000], "n": 16}
+    error = assert_openai_error(await http.post(URL, json=body), 400, "context_length_exceeded")
+    assert error["param"] == "n" and "max_total_prompt_chars" in error["message"]
+    assert not fake.requests
+    one = {"model": "fake-llava", "prompt": "a" * 1_100_000}
+    error = assert_openai_error(await http.post(URL, json=one), 400, "context_length_exceeded")
+    assert error["param"] == "prompt"  # the completions field, not chat's messages
+    fits = {"model": "fake-llava", "prompt": ["a" * 900_000, "b" * 900_000], "n": 2}
+    assert (await http.post(URL, json=fits)).status_code == 200
+    assert len(fake.requests) == 4

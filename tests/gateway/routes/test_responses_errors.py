@@ -83,10 +83,13 @@ async def test_input_items_that_cannot_be_served_are_named(
 
 
 async def test_a_chat_refusal_names_the_responses_field(http: httpx.AsyncClient) -> None:
-    # fake-blip2 takes one image: "messages" is this request's "input".
+    # fake-blip2 needs an image: "messages" is this request's "input".
+    error = assert_openai_error(await http.post(URL, json=ask("Hi", model="fake-blip2")), 400)
+    assert error["param"] == "input" and error["code"] == "image_required", error
+    # It takes one image: the second is named where this request put it.
     urls = image_input(data_url(png(1))) + image_input(data_url(png(2)))
     error = assert_openai_error(await http.post(URL, json=ask(urls, model="fake-blip2")), 400)
-    assert error["param"] == "input", error
+    assert error["param"] == "input[1].content[1]", error
     # A part LLaVA cannot take, named where this request put it (after the instructions).
     audio = {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}}
     items = [{"role": "user", "content": "Hi"}, {"role": "user", "content": [audio]}]
@@ -240,3 +243,18 @@ async def test_a_prewarm_from_the_openai_sdk_is_refused_and_generates_nothing(
         store=False,
     )
     assert answered.status == "completed" and fake.requests
+
+
+async def test_a_long_id_is_not_echoed_whole(http: httpx.AsyncClient) -> None:
+    """Issue 22 item 8: a 5,000-character id came back whole in the 404."""
+    long_id = "resp_" + "x" * 5000
+    for reply in (
+        await http.get(f"{URL}/{long_id}"),
+        await http.delete(f"{URL}/{long_id}"),
+        await http.get(f"{URL}/{long_id}/input_items"),
+    ):
+        error = assert_openai_error(reply, 404, "not_found")
+        assert len(reply.content) < 1024 and "(5005 characters)" in error["message"]
+    reply = await http.post(URL, json=ask(previous_response_id=long_id))
+    assert_openai_error(reply, 400)  # over the field's length (256), not echoed either
+    assert len(reply.content) < 1024

@@ -75,3 +75,16 @@ async def test_text_format_is_a_guide(http: httpx.AsyncClient, fake: FakeTriton)
     received = fake.requests[-1]
     assert received.scalar("guided_decoding_guide_type") == "json_schema"
     assert json.loads(received.scalar("guided_decoding_guide")) == schema
+
+
+async def test_a_forced_tools_bad_parameters_are_named_as_the_responses_api_names_them(
+    http: httpx.AsyncClient,
+) -> None:
+    """Issue 27 item 8: the tool's own field is blamed, not tool_choice, in this API's shape."""
+    bad = [{"type": "function", "name": "get_time", "parameters": {"type": "strng"}}]
+    choice = {"type": "function", "name": "get_time"}
+    reply = await http.post(URL, json=ask(model="fake-guided", tools=bad, tool_choice=choice))
+    assert reply.status_code == 400, reply.text
+    error = reply.json()["error"]
+    assert error["code"] == "invalid_guide" and error["param"] == "tools[0].parameters"
+    assert "'tools[0].parameters'" in error["message"] and "strng" in error["message"]

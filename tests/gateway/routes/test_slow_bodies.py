@@ -189,3 +189,45 @@ async def test_a_whole_body_at_once_is_served_as_before(
     await asyncio.wait_for(call.start(), 5)
     assert call.status == 200 and "fake engine" in call.text
     assert in_flight(slow) == 0
+
+
+@pytest.fixture(scope="module")
+async def rated(session_fake: FakeTriton) -> AsyncIterator[FakeGateway]:
+    """A minimum body rate of 200 bytes/s after a 0.5 s grace; long total and idle limits."""
+    server = {"body_timeout_s": 60.0, "body_idle_timeout_s": 15.0,
+              "body_min_rate_bytes_s": 200.0, "body_min_rate_grace_s": 0.5}  # fmt: skip
+    gateway = await start_gateway(session_fake, server=server)
+    yield gateway
+    await gateway.aclose()
+
+
+async def test_a_body_below_the_minimum_rate_is_a_408_after_the_grace(
+    rated: FakeGateway, fake: FakeTriton
+) -> None:
+    """Issue 22 item 8: a byte every 50 ms (20 bytes/s) stayed open for the whole 60 s; with
+    the minimum rate it is closed soon after the grace, well before either limit."""
+    call = Trickle(rated.app, json.dumps(chat("x" * 2000)).encode())
+    task = call.start()
+    began = time.monotonic()
+    for byte in call.body:
+        if task.done():
+            break
+        call.give(bytes([byte]))
+        await asyncio.sleep(0.05)
+    await asyncio.wait_for(task, 10)
+    assert 0.5 <= time.monotonic() - began < 3.0
+    assert call.status == 408 and call.headers["connection"] == "close"
+    assert "slower than 200 bytes/s" in call.error["message"]
+    assert fake.requests == []
+
+
+async def test_a_slow_but_steady_body_is_served(rated: FakeGateway, fake: FakeTriton) -> None:
+    """A slow link (about 2 KB/s, ten times the minimum) with a pause is never refused."""
+    call = Trickle(rated.app, json.dumps(chat("x" * 4000)).encode())
+    task = call.start()
+    parts = [call.body[i : i + 100] for i in range(0, len(call.body), 100)]
+    for index, part in enumerate(parts):
+        call.give(part, more=index < len(parts) - 1)
+        await asyncio.sleep(0.4 if index == 10 else 0.05)  # a stall mid-upload
+    await asyncio.wait_for(task, 10)
+    assert call.status == 200, call.text

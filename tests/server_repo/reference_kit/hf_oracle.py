@@ -49,7 +49,9 @@ def _pixel_inputs(engine: ReferenceEngine, request: GenerationRequest, ids: torc
     family, images = engine.arch.family, request.images
     if images is None:
         return {}
-    if family in ("llava", "blip2_opt", "blip2_t5", "nougat"):
+    if family in ("llava", "vila", "neva", "video_neva", "internlm_xcomposer2", "blip2_opt"):
+        return {"pixel_values": _float(images)}
+    if family in ("blip2_t5", "nougat"):
         return {"pixel_values": _float(images)}
     if family == "kosmos2":
         mask = torch.tensor([engine.prepare(request).prompt.media_mask]).long()
@@ -93,7 +95,8 @@ def hf_greedy_logits(
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
     inputs.update(_pixel_inputs(engine, request, ids))
     if engine.arch.encoder_decoder:
-        options["decoder_start_token_id"] = engine.arch.decoder_start_id(engine.model)
+        (start,) = engine.decoder_start(request)  # type: ignore[attr-defined]
+        options["decoder_start_token_id"] = start
         if engine.arch.family != "blip2_t5":  # the encoder reads the image alone
             inputs = {k: v for k, v in inputs.items() if k not in ("input_ids", "attention_mask")}
             if engine.arch.family == "deplot":

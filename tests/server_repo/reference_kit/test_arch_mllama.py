@@ -19,9 +19,20 @@ def engine(family_engine: Callable[[str], ReferenceEngine]) -> ReferenceEngine:
     return family_engine(FAMILY)
 
 
-def test_two_images_match_hf_generate(engine: ReferenceEngine) -> None:
+def test_an_image_matches_hf_generate(engine: ReferenceEngine) -> None:
+    one = GenerationRequest("<|image|>A picture of", 6, images=rgb_image(4, 50, 70))
+    assert kit_greedy(engine, one) == hf_greedy(engine, one)
+
+
+def test_a_second_image_is_refused_as_nvidias_preprocessing_fails_on_it(
+    engine: ReferenceEngine,
+) -> None:
+    """tensorrtllm_backend all_models/inflight_batcher_llm/preprocessing/1/model.py
+    @c2e65b88d85255be30cf50440a91662abeb497dd: ``mllama_process`` pairs image i with query i,
+    so a request's second image_bytes_input image has no query (IndexError)."""
     two = GenerationRequest("<|image|>A<|image|>B", 6, images=rgb_image(4, 50, 70, count=2))
-    assert kit_greedy(engine, two) == hf_greedy(engine, two)
+    with pytest.raises(InvalidRequest, match="reads one per request"):
+        engine.generate(two)
 
 
 def test_prompt_is_the_text_and_nothing_is_reused(engine: ReferenceEngine) -> None:
@@ -35,7 +46,7 @@ def test_prompt_is_the_text_and_nothing_is_reused(engine: ReferenceEngine) -> No
 
 
 @pytest.mark.parametrize(
-    ("text", "count"), [("no marker", 1), ("<|image|>one", 2), ("<|image|>stray", 0)]
+    ("text", "count"), [("no marker", 1), ("<|image|><|image|>two", 1), ("<|image|>stray", 0)]
 )
 def test_image_markers_must_match_the_images(
     engine: ReferenceEngine, text: str, count: int

@@ -20,12 +20,26 @@ def engine(family_engine: Callable[[str], ReferenceEngine]) -> ReferenceEngine:
 
 def test_588_encoder_positions_and_a_decoder_prompt(engine: ReferenceEngine) -> None:
     media = family_media(FAMILY, 0)
-    default = engine.complete(media.request(FAMILY, max_tokens=4))
-    assert default.stats.input_tokens == 588  # (896 / 32) x (672 / 32)
     started = engine.complete(media.request(FAMILY, max_tokens=4, decoder_text="<s>"))
-    assert started.token_ids == default.token_ids  # <s> is the decoder start token
+    assert started.stats.input_tokens == 588  # (896 / 32) x (672 / 32)
     other = engine.complete(media.request(FAMILY, max_tokens=4, decoder_text="# Title"))
-    assert other.token_ids != default.token_ids
+    assert other.token_ids != started.token_ids
+
+
+def test_without_a_decoder_prompt_decoding_starts_at_pad_as_nvidias_preprocessing_does(
+    engine: ReferenceEngine,
+) -> None:
+    """tensorrtllm_backend all_models/inflight_batcher_llm/preprocessing/1/model.py
+    @c2e65b88d85255be30cf50440a91662abeb497dd: no ``DECODER_QUERY`` -> ``decoder_input_id =
+    pad_id``; NVIDIA's runner starts Nougat at ``<s>`` instead, so the two differ."""
+    media = family_media(FAMILY, 0)
+    tokenizer = engine.tokenizer
+    assert engine.decoder_start(media.request(FAMILY)) == [tokenizer.pad_token_id]  # type: ignore[attr-defined]
+    at_pad = engine.complete(media.request(FAMILY, max_tokens=4))
+    padded = engine.complete(media.request(FAMILY, max_tokens=4, decoder_text=tokenizer.pad_token))
+    assert at_pad.token_ids == padded.token_ids
+    started = engine.complete(media.request(FAMILY, max_tokens=4, decoder_text="<s>"))
+    assert started.token_ids != at_pad.token_ids
 
 
 def test_rejects_other_page_sizes(engine: ReferenceEngine) -> None:

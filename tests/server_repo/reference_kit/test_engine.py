@@ -76,13 +76,24 @@ def test_onevision_image_feature_count(
     )
 
 
-def test_onevision_multi_image_and_video_feature_counts(onevision_engine: ReferenceEngine) -> None:
+def test_onevision_image_and_video_feature_counts(onevision_engine: ReferenceEngine) -> None:
     text_only = _prompt_len(onevision_engine, "q")
-    both = GenerationRequest("q", images=rgb_image(0, 50, 60, 2), video=rgb_image(1, 30, 40, 4))
+    both = GenerationRequest("q", images=rgb_image(0, 50, 60), video=rgb_image(1, 30, 40, 4))
     prompt = onevision_engine.prepare(both).prompt
-    expected = 2 * image_feature_count(50, 60, n_images=2) + video_feature_count(4)
-    assert image_feature_count(50, 60, n_images=2) == 730 and video_feature_count(4) == 785
+    expected = image_feature_count(50, 60) + video_feature_count(4)
+    assert video_feature_count(4) == 785
     assert len(prompt) == text_only + expected == text_only + prompt.media_tokens
+
+
+def test_onevision_refuses_a_second_image_as_nvidias_preprocessing_fails_on_it(
+    onevision_engine: ReferenceEngine,
+) -> None:
+    """tensorrtllm_backend all_models/inflight_batcher_llm/preprocessing/1/model.py
+    @c2e65b88d85255be30cf50440a91662abeb497dd: ``llava_onevision_process_image`` asserts one
+    image per query, so a request's second image_bytes_input image fails there."""
+    two = GenerationRequest("q", images=rgb_image(0, 50, 60, 2))
+    with pytest.raises(InvalidRequest, match="reads one per request"):
+        onevision_engine.prepare(two)
 
 
 @pytest.mark.parametrize("family", ["llava", "llava_onevision"])

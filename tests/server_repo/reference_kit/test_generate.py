@@ -51,7 +51,7 @@ def test_llava_matches_hf_generate(llava_engine: ReferenceEngine, images: int | 
     assert _kit_greedy(llava_engine, request) == _hf_greedy(llava_engine, request, **extra)
 
 
-@pytest.mark.parametrize("count", [0, 1, 2])
+@pytest.mark.parametrize("count", [0, 1])  # NVIDIA's preprocessing reads one image a request
 def test_onevision_images_match_hf_generate(onevision_engine: ReferenceEngine, count: int) -> None:
     pixels = rgb_image(3, 60, 90, count) if count else None
     request = GenerationRequest("What is shown here?", images=pixels, max_tokens=MAX_NEW)

@@ -27,16 +27,34 @@ def test_rendered_templates_match_nvidia_preprocessing() -> None:
     )
 
 
-def test_llava_prompt_layout() -> None:
+def test_llava_prompt_layout_has_a_bos_on_every_segment() -> None:
+    """Golden layout: tensorrtllm_backend all_models/inflight_batcher_llm/preprocessing/1/
+    model.py @c2e65b88d85255be30cf50440a91662abeb497dd, ``_create_request``: the pre-prompt,
+    the query and the post-prompt are each ``tokenizer.encode(..., add_special_tokens=True)``,
+    so a Llama tokenizer puts BOS in front of all three (features after the pre-prompt)."""
     tokenizer = build_hf_tokenizer(LlavaArch.special_tokens)
     slots = [MediaSlot(7, 3), MediaSlot(7, 2)]
     prompt = build_prompt(tokenizer, LLAVA, "Why?", slots)
+    bos = tokenizer.bos_token_id
     head = tokenizer("USER:\n")["input_ids"]
-    tail = tokenizer("Why? ASSISTANT:", add_special_tokens=False)["input_ids"]
-    assert prompt.token_ids == (*head, 7, 7, 7, 7, 7, *tail)
-    assert prompt.token_ids[0] == tokenizer.bos_token_id
-    assert prompt.media_mask == (False,) * len(head) + (True,) * 5 + (False,) * len(tail)
+    question = tokenizer("Why?")["input_ids"]
+    post = tokenizer(" ASSISTANT:")["input_ids"]
+    assert head[0] == question[0] == post[0] == bos
+    assert prompt.token_ids == (*head, 7, 7, 7, 7, 7, *question, *post)
+    assert prompt.token_ids.count(bos) == 3
+    text = len(question) + len(post)
+    assert prompt.media_mask == (False,) * len(head) + (True,) * 5 + (False,) * text
     assert prompt.media_tokens == 5
+
+
+def test_onevision_prompt_layout_has_the_newline_segment() -> None:
+    """Golden layout: the same ``_create_request``: OneVision's pre-prompt, its features, an
+    encoded ``\\n``, the query and the post-prompt, each tokenized alone."""
+    tokenizer = build_hf_tokenizer(LlavaOnevisionArch.special_tokens)
+    prompt = build_prompt(tokenizer, LLAVA_ONEVISION, "Why?", [MediaSlot(7, 2)])
+    pieces = ["<|im_start|>user ", "\n", "Why?", "<|im_end|><|im_start|>assistant\n"]
+    head, newline, question, post = (tokenizer(p)["input_ids"] for p in pieces)
+    assert prompt.token_ids == (*head, 7, 7, *newline, *question, *post)
 
 
 def test_text_only_onevision_prompt() -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from gateway.errors import InvalidRequest
 from gateway.families.calls import Guide
-from gateway.pipeline.structured.compile import GuideCache, compile_error
+from gateway.pipeline.structured.compile import compile_error
 from gateway.pipeline.structured.guides import JSON_OBJECT, literal_regex, requested_guide
 from gateway.protocol.structured import ResponseFormat
 
@@ -79,7 +79,7 @@ def test_conflicting_or_malformed_constraints_are_refused(response_format, extra
 def test_choices_become_a_regex_matching_exactly_them() -> None:
     choices = ["a.b", "x|y", "(1+2)*3", "plain text", "$5 [USD]", "back\\slash"]
     asked = requested_guide(None, {"guided_choice": choices})
-    assert asked is not None and compile_error(asked.guide) is None
+    assert asked is not None and compile_error(asked.guide.type, asked.guide.text) is None
     pattern = re.compile(asked.guide.text)
     assert all(pattern.fullmatch(c) for c in choices)
     assert not pattern.fullmatch("aXb") and not pattern.fullmatch("x")
@@ -98,28 +98,17 @@ def test_choices_become_a_regex_matching_exactly_them() -> None:
     ],
 )
 def test_uncompilable_guides_say_why(guide: Guide, why: str) -> None:
-    error = compile_error(guide)
+    error = compile_error(guide.type, guide.text)
     assert error and why in error
 
 
 @pytest.mark.parametrize(
     "guide",
     [
-        Guide("json"),
         Guide("json_schema", json.dumps(SCHEMA)),
         Guide("regex", r"\d{3}-[a-z]+"),
         Guide("ebnf_grammar", 'root ::= item ("," item)*\nitem ::= [0-9]+ | "x"'),
     ],
 )
 def test_good_guides_compile(guide: Guide) -> None:
-    assert compile_error(guide) is None
-
-
-def test_verdicts_are_cached_by_type_and_guide() -> None:
-    cache = GuideCache(size=2)
-    good, bad = Guide("regex", "a+"), Guide("regex", "(")
-    assert cache.error(good) is None and cache.error(bad)
-    assert cache.error(good) is None and cache.error(bad)
-    assert (cache.hits, cache.misses) == (2, 2)
-    assert cache.error(Guide("json_schema", "a+")) is not None  # the type is in the key
-    assert cache.misses == 3 and len(cache.entries) == 2  # least recently used dropped
+    assert compile_error(guide.type, guide.text) is None

@@ -9,7 +9,6 @@ import jsonschema
 import pytest
 
 from gateway.errors import InvalidRequest
-from gateway.families.calls import Guide
 from gateway.families.registry import get_family
 from gateway.pipeline.structured.compile import compile_error
 from gateway.pipeline.structured.tools import ToolPlan, calls_schema, tool_plan
@@ -88,8 +87,18 @@ def test_without_parallel_calls_required_is_one_call() -> None:
 def test_a_named_choice_forces_that_functions_parameters() -> None:
     made = plan(tools=TOOLS, tool_choice={"type": "function", "function": {"name": "get_time"}})
     asked = made.guide()
-    assert asked is not None and asked.param == "tool_choice"
+    # Its guide is that tool's parameters, and an error in it names them (issue 27 item 8).
+    assert asked is not None and asked.param == "tools[1].function.parameters"
     assert json.loads(asked.guide.text) == TIME["function"]["parameters"]
+
+
+def test_required_blames_the_whole_on_tool_choice_and_lists_each_tool_as_a_suspect() -> None:
+    made = plan(tools=TOOLS, tool_choice="required")
+    asked = made.guide()
+    assert asked is not None and asked.param == "tool_choice"
+    suspects = made.suspects()
+    assert [s.param for s in suspects] == [f"tools[{i}].function.parameters" for i in range(3)]
+    assert json.loads(suspects[1].guide.text) == TIME["function"]["parameters"]
 
 
 def test_legacy_functions_map_onto_tools() -> None:
@@ -128,4 +137,4 @@ def test_a_family_without_a_format_refuses_tools() -> None:
 
 
 def compile_error_of(schema: dict) -> str | None:
-    return compile_error(Guide("json_schema", json.dumps(schema)))
+    return compile_error("json_schema", json.dumps(schema))

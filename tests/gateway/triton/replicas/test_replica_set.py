@@ -297,3 +297,46 @@ async def test_cached_tokens_are_counted_per_replica() -> None:
     for fake in fakes:
         key = ("mmgw_replica_cached_tokens_total", (("model", "fake-llava"), ("replica", fake.url)))
         assert metrics.get(key, 0) == 48 * len(fake.requests)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_call_waiting_on_a_replica_that_hangs_is_sent_to_another(stream: bool) -> None:
+    """Issue 22 item 7: a call waiting for its first token on a replica that then fails its
+    probe (hung) is ended at once and, nothing having been sent, goes to the next replica."""
+    fakes = new_fakes()
+    async with replicas(fakes) as (http, runtime):
+        assert (await http.post("/v1/chat/completions", json=image_chat(6))).status_code == 200
+        [home] = [f for f in fakes if f.requests]
+        home.script.hang_after = 0  # it takes the call and never answers
+        call = asyncio.create_task(
+            http.post("/v1/chat/completions", json=image_chat(6, "again", stream=stream))
+        )
+        while len(home.requests) < 2:
+            await asyncio.sleep(0.01)
+        home.hung = True
+        started = asyncio.get_running_loop().time()
+        await runtime.readiness.probe(1.0)  # the replica's own probe (0.8 s) fails
+        response = await asyncio.wait_for(call, 5)
+        assert asyncio.get_running_loop().time() - started < 3
+        assert response.status_code == 200, response.text
+        assert sum(len(f.requests) for f in fakes if f is not home) == 1
+
+
+async def test_a_stream_on_a_replica_that_hangs_ends_with_an_error_event() -> None:
+    fakes = new_fakes()
+    async with replicas(fakes) as (http, runtime):
+        assert (await http.post("/v1/chat/completions", json=image_chat(7))).status_code == 200
+        [home] = [f for f in fakes if f.requests]
+        home.script.hang_after = 2  # two tokens reach the client, then silence
+        call = asyncio.create_task(
+            http.post("/v1/chat/completions", json=image_chat(7, "again", stream=True))
+        )
+        while len(home.requests) < 2:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)
+        home.hung = True
+        await runtime.readiness.probe(1.0)
+        response = await asyncio.wait_for(call, 5)
+        payloads = sse_payloads(response.text)
+        assert payloads[-2]["error"]["code"] == "upstream_unavailable" and payloads[-1] == "[DONE]"
+        assert sum(len(f.requests) for f in fakes if f is not home) == 0  # not generated twice
