@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import threading
@@ -111,6 +112,16 @@ def timeline(spans: list[Any], skip: int = 0) -> str:
     return "\n".join(lines)
 
 
+def _plain(span: Any) -> dict[str, Any]:
+    return {
+        "trace": span.trace_id.hex(),
+        "name": span.name,
+        "start_ns": span.start_time_unix_nano,
+        "end_ns": span.end_time_unix_nano,
+        "root": not span.parent_span_id,
+    }
+
+
 async def _send(url: str, body: dict[str, Any], count: int, concurrency: int) -> None:
     async with httpx.AsyncClient(timeout=60, trust_env=False) as http:
         queue = iter(range(count))
@@ -163,5 +174,6 @@ async def run(args: argparse.Namespace) -> int:
     say(f"{len(spans)} spans received")
     text = timeline(spans, skip=WARM_UPS)
     (out / "timeline.md").write_text(text + "\n")
+    (out / "spans.json").write_text(json.dumps([_plain(s) for s in spans]))
     print(text, flush=True)
     return 0
