@@ -316,8 +316,15 @@ async def build_runtime(
         )
     for served_runtime in models.values():
         family = served_runtime.family
-        log.info(
-            "model %s (family %s): %s", served_runtime.config.id, family.name, family.server_side()
+        # What a deployment must add where NVIDIA has no server side for the family is worth a
+        # line at every start; NVIDIA's own server side is in /v1/models (a clean start-up).
+        level = logging.DEBUG if family.nvidia_server_side else logging.INFO
+        log.log(
+            level,
+            "model %s (family %s): %s",
+            served_runtime.config.id,
+            family.name,
+            family.server_side(),
         )
         try:
             await served_runtime.get_contract()
