@@ -87,6 +87,14 @@ def listening_socket(host: str, port: int, reuse_port: bool = False) -> socket.s
     return sock
 
 
+def _refuse_if_taken(host: str, port: int) -> None:
+    """Fail as a plain bind would when the port is in use. A socket with ``SO_REUSEPORT``
+    could otherwise join another process's group on it (another gateway of this user left
+    running) and silently split its traffic."""
+    probe = listening_socket(host, port)  # raises EADDRINUSE when anything listens there
+    probe.close()
+
+
 @dataclass
 class WorkerSockets:
     """One listening socket per worker slot on one port, or one shared by all of them."""
@@ -100,6 +108,8 @@ class WorkerSockets:
     def bind(cls, host: str, port: int, workers: int) -> WorkerSockets:
         """Bind slot 0 (port 0 picks the port every other slot then joins), then the rest."""
         per_worker = workers > 1 and balances_by_port()
+        if per_worker and port:
+            _refuse_if_taken(host, port)
         first = listening_socket(host, port, reuse_port=per_worker)
         sockets = cls(host, first.getsockname()[1], per_worker, {0: first})
         try:

@@ -100,6 +100,16 @@ def test_a_released_slot_s_share_goes_to_the_others_until_it_is_bound_again() ->
         sockets.close()
 
 
+@pytest.mark.skipif(not balances_by_port(), reason="SO_REUSEPORT balances only on Linux")
+def test_a_port_another_group_listens_on_is_refused_not_shared() -> None:
+    other = WorkerSockets.bind("127.0.0.1", 0, 2)  # another gateway's workers, same user
+    try:
+        with pytest.raises(OSError):
+            WorkerSockets.bind("127.0.0.1", other.address[1], 2)
+    finally:
+        other.close()
+
+
 def test_one_worker_or_no_balancing_shares_one_socket() -> None:
     sockets = WorkerSockets.bind("127.0.0.1", 0, 1)
     try:
