@@ -15,7 +15,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 import torch
-from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (
+    CLIPVisionConfig,
+    PretrainedConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
 
 from server_repo.reference_kit.request import InvalidRequest
 from server_repo.reference_kit.templates import MediaSlot, Prompt, PromptTemplate, build_prompt
@@ -163,6 +168,24 @@ def decoder_settings(
     if "kv_heads" in text:
         settings["num_key_value_heads"] = text["kv_heads"]
     return settings | overrides
+
+
+def clip_vision_config(
+    spec: dict[str, Any], image_size: int | None = None, patch_size: int = 14
+) -> CLIPVisionConfig:
+    """The CLIP vision tower every tiny LLaVA-shaped spec shares: sizes from ``spec["vision"]``,
+    its image side unless ``image_size`` is given (a tile or crop of the architecture's own)."""
+    vision = spec["vision"]
+    return CLIPVisionConfig(
+        hidden_size=vision["hidden"],
+        intermediate_size=vision["intermediate"],
+        num_hidden_layers=vision["layers"],
+        num_attention_heads=vision["heads"],
+        image_size=vision["image"] if image_size is None else image_size,
+        patch_size=patch_size,
+        projection_dim=vision["hidden"],
+        initializer_range=spec["init_range"],
+    )
 
 
 def image_array(

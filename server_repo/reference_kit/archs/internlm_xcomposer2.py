@@ -22,14 +22,13 @@ from typing import Any, ClassVar
 
 from transformers import (
     CLIPImageProcessorPil,
-    CLIPVisionConfig,
     LlamaConfig,
     LlavaConfig,
     PretrainedConfig,
     PreTrainedTokenizerBase,
 )
 
-from server_repo.reference_kit.archs.base import decoder_settings
+from server_repo.reference_kit.archs.base import clip_vision_config, decoder_settings
 from server_repo.reference_kit.archs.llava import LlavaArch
 from server_repo.reference_kit.archs.vila import SLOT
 from server_repo.reference_kit.request import InvalidRequest
@@ -56,16 +55,7 @@ class InternLMXComposer2Arch(LlavaArch):
 
     def tiny_config(self, tokenizer: PreTrainedTokenizerBase) -> PretrainedConfig:
         spec = self.tiny_spec
-        vision = CLIPVisionConfig(
-            hidden_size=spec["vision"]["hidden"],
-            intermediate_size=spec["vision"]["intermediate"],
-            num_hidden_layers=spec["vision"]["layers"],
-            num_attention_heads=spec["vision"]["heads"],
-            image_size=spec["vision"]["image"],
-            patch_size=14,
-            projection_dim=spec["vision"]["hidden"],
-            initializer_range=spec["init_range"],
-        )
+        vision = clip_vision_config(spec)
         return LlavaConfig(
             vision_config=vision,
             text_config=LlamaConfig(**decoder_settings(spec, tokenizer)),

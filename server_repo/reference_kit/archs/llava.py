@@ -16,7 +16,6 @@ import numpy as np
 import torch
 from transformers import (
     CLIPImageProcessorPil,
-    CLIPVisionConfig,
     LlamaConfig,
     LlavaConfig,
     LlavaForConditionalGeneration,
@@ -29,6 +28,7 @@ from transformers import (
 from server_repo.reference_kit.archs.base import (
     Arch,
     MediaFeatures,
+    clip_vision_config,
     decoder_settings,
     image_array,
     model_device_dtype,
@@ -56,16 +56,7 @@ class LlavaArch(Arch):
 
     def tiny_config(self, tokenizer: PreTrainedTokenizerBase) -> PretrainedConfig:
         spec = self.tiny_spec
-        vision = CLIPVisionConfig(
-            hidden_size=spec["vision"]["hidden"],
-            intermediate_size=spec["vision"]["intermediate"],
-            num_hidden_layers=spec["vision"]["layers"],
-            num_attention_heads=spec["vision"]["heads"],
-            image_size=spec["vision"]["image"],
-            patch_size=14,
-            projection_dim=spec["vision"]["hidden"],
-            initializer_range=spec["init_range"],
-        )
+        vision = clip_vision_config(spec)
         text = LlamaConfig(**decoder_settings(spec, tokenizer))
         return LlavaConfig(
             vision_config=vision,

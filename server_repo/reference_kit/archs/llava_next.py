@@ -24,7 +24,6 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 from transformers import (
-    CLIPVisionConfig,
     LlavaNextConfig,
     LlavaNextForConditionalGeneration,
     LlavaNextProcessor,
@@ -41,6 +40,7 @@ from transformers.models.llava_next.modeling_llava_next import image_size_to_num
 from server_repo.reference_kit.archs.base import (
     Arch,
     MediaFeatures,
+    clip_vision_config,
     decoder_settings,
     expect_array,
     image_array,
@@ -76,16 +76,7 @@ class LlavaNextArch(Arch):
 
     def tiny_config(self, tokenizer: PreTrainedTokenizerBase) -> PretrainedConfig:
         spec = self.tiny_spec
-        vision = CLIPVisionConfig(
-            hidden_size=spec["vision"]["hidden"],
-            intermediate_size=spec["vision"]["intermediate"],
-            num_hidden_layers=spec["vision"]["layers"],
-            num_attention_heads=spec["vision"]["heads"],
-            image_size=TILE,
-            patch_size=14,
-            projection_dim=spec["vision"]["hidden"],
-            initializer_range=spec["init_range"],
-        )
+        vision = clip_vision_config(spec, TILE)
         text = MistralConfig(**decoder_settings(spec, tokenizer, sliding_window=None))
         return LlavaNextConfig(
             vision_config=vision,

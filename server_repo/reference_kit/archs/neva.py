@@ -22,7 +22,6 @@ from typing import Any, ClassVar
 import numpy as np
 from transformers import (
     CLIPImageProcessorPil,
-    CLIPVisionConfig,
     LlamaConfig,
     LlavaConfig,
     PretrainedConfig,
@@ -30,7 +29,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from server_repo.reference_kit.archs.base import MediaFeatures, decoder_settings
+from server_repo.reference_kit.archs.base import MediaFeatures, clip_vision_config, decoder_settings
 from server_repo.reference_kit.archs.vila import SLOT, VilaArch
 from server_repo.reference_kit.request import InvalidRequest
 from server_repo.reference_kit.templates import MediaSlot, Prompt
@@ -84,16 +83,7 @@ class VideoNevaArch(NevaArch):
 
     def tiny_config(self, tokenizer: PreTrainedTokenizerBase) -> PretrainedConfig:
         spec = self.tiny_spec
-        vision = CLIPVisionConfig(
-            hidden_size=spec["vision"]["hidden"],
-            intermediate_size=spec["vision"]["intermediate"],
-            num_hidden_layers=spec["vision"]["layers"],
-            num_attention_heads=spec["vision"]["heads"],
-            image_size=spec["vision"]["image"],
-            patch_size=14,
-            projection_dim=spec["vision"]["hidden"],
-            initializer_range=spec["init_range"],
-        )
+        vision = clip_vision_config(spec)
         return LlavaConfig(
             vision_config=vision,
             text_config=LlamaConfig(**decoder_settings(spec, tokenizer)),

@@ -24,7 +24,6 @@ import numpy as np
 import torch
 from transformers import (
     CLIPImageProcessorPil,
-    CLIPVisionConfig,
     LlamaConfig,
     LlavaConfig,
     PretrainedConfig,
@@ -34,6 +33,7 @@ from transformers import (
 
 from server_repo.reference_kit.archs.base import (
     MediaFeatures,
+    clip_vision_config,
     decoder_settings,
     expect_array,
     image_array,
@@ -88,16 +88,7 @@ class Phi3VisionArch(LlavaArch):
 
     def tiny_config(self, tokenizer: PreTrainedTokenizerBase) -> PretrainedConfig:
         spec = self.tiny_spec
-        vision = CLIPVisionConfig(
-            hidden_size=spec["vision"]["hidden"],
-            intermediate_size=spec["vision"]["intermediate"],
-            num_hidden_layers=spec["vision"]["layers"],
-            num_attention_heads=spec["vision"]["heads"],
-            image_size=CROP,
-            patch_size=CROP // GRID,
-            projection_dim=spec["vision"]["hidden"],
-            initializer_range=spec["init_range"],
-        )
+        vision = clip_vision_config(spec, CROP, patch_size=CROP // GRID)
         return LlavaConfig(
             vision_config=vision,
             text_config=LlamaConfig(**decoder_settings(spec, tokenizer)),
