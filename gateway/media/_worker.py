@@ -1,54 +1,25 @@
-"""One media worker process: its life inside (``worker_entry``: receive a job, run it, reply)
-and its handle outside (``Worker``, ``spawn_worker``). ``offload.py`` pools them.
+"""One media worker process: the sandbox's child process (``gateway/sandbox/_child.py``: a
+fresh interpreter, never a ``fork`` of the threaded gateway, its address space capped, dying
+with its parent, jobs and replies by pickle over a pipe each way) with the media's own runner,
+``call_job``. ``offload.py`` pools them.
 
-A worker is a fresh interpreter (``python -c``), never a ``fork`` of the threaded gateway;
-jobs and replies travel by pickle over a pipe each way. A job's error is mapped here, in the
-worker: the gateway's own errors pass as they are, an out-of-memory becomes
-``MediaTooLarge``, anything else ``MediaDecodeError`` (logged, not echoed).
+A job's error is mapped here, in the worker: the gateway's own errors pass as they are, an
+out-of-memory becomes ``MediaTooLarge``, anything else ``MediaDecodeError`` (logged, not echoed).
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib
-import json
 import logging
-import os
-import resource
-import signal
-import subprocess
-import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from multiprocessing.connection import Connection
 from typing import Any
 
 from gateway.errors import GatewayError, MediaDecodeError, MediaTooLarge
+from gateway.sandbox._child import Child, Reply, spawn_child
 
 log = logging.getLogger(__name__)
 
-Reply = tuple[bool, Any]
-_BOOT = "from gateway.media._worker import worker_entry; worker_entry()"
-
-
-def worker_entry() -> None:
-    """A worker's life (``python -c``): set up from argv, then receive (function, args) and
-    reply (ok, result or error) until the parent closes the pipe or goes away."""
-    read_fd, write_fd, config = int(sys.argv[1]), int(sys.argv[2]), json.loads(sys.argv[3])
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    sys.path[:] = config["sys_path"]
-    for module in config["preload"]:
-        importlib.import_module(module)
-    if config["memory_limit_mb"]:
-        limit = config["memory_limit_mb"] * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    inbox, outbox = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
-    while True:
-        try:
-            function, args = inbox.recv()
-        except (EOFError, OSError):
-            return
-        outbox.send(call_job(function, args))
+Worker = Child
+__all__ = ["Reply", "Worker", "call_job", "spawn_worker"]
 
 
 def call_job(function: Callable[..., Any], args: tuple[Any, ...]) -> Reply:
@@ -67,54 +38,9 @@ def call_job(function: Callable[..., Any], args: tuple[Any, ...]) -> Reply:
         return False, MediaDecodeError("The media could not be decoded.")
 
 
-@dataclass(eq=False)  # identity semantics: workers live in a set
-class Worker:
-    process: subprocess.Popen[bytes]
-    outbox: Connection
-    inbox: Connection
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def alive(self) -> bool:
-        """Not exited (reaps it if it has: ``poll`` is a non-blocking ``waitpid``)."""
-        return self.process.poll() is None
-
-    def call(self, function: Callable[..., Any], args: tuple[Any, ...]) -> Reply:
-        """One round trip; runs in a helper thread. EOFError/OSError: the worker died."""
-        self.outbox.send((function, args))
-        reply: Reply = self.inbox.recv()
-        return reply
-
-    def kill(self) -> None:
-        """SIGKILL (a stuck decoder ignores anything gentler), then reap it."""
-        with contextlib.suppress(OSError):
-            self.process.kill()
-        for connection in (self.outbox, self.inbox):
-            with contextlib.suppress(OSError):
-                connection.close()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(5)
-
-
 def spawn_worker(preload: Sequence[str], memory_limit_mb: int | None) -> Worker:
-    """Start one worker interpreter with a pipe each way (blocking: call it in a thread)."""
-    to_child_r, to_child_w = os.pipe()
-    from_child_r, from_child_w = os.pipe()
-    config = {"sys_path": sys.path, "preload": list(preload), "memory_limit_mb": memory_limit_mb}
-    command = [sys.executable, "-c", _BOOT, str(to_child_r), str(from_child_w)]
-    try:
-        process = subprocess.Popen(
-            [*command, json.dumps(config)],
-            pass_fds=(to_child_r, from_child_w),
-            stdin=subprocess.DEVNULL,
-        )
-    finally:
-        os.close(to_child_r)
-        os.close(from_child_w)
-    return Worker(
-        process,
-        outbox=Connection(to_child_w, readable=False),
-        inbox=Connection(from_child_r, writable=False),
+    """Start one worker interpreter (blocking: call it in a thread): decoding runs at the
+    gateway's own priority (it is on the request's path) with the inherited stack."""
+    return spawn_child(
+        preload, memory_limit_mb, None, nice=0, runner="gateway.media._worker:call_job"
     )

@@ -10,7 +10,9 @@ with, instead of growing into the address space), asks to die with its parent
 (``PR_SET_PDEATHSIG``), so a job stuck in C never outlives the gateway, and lowers its own
 scheduling priority (``nice`` 10), so the CPU a runaway job burns is not the event loop's.
 Jobs and replies travel by pickle over a pipe each way; a job's exception comes back as short
-text, never raised here.
+text, never raised here. The media decode workers (``gateway/media/_worker.py``) are children
+of the same kind with a runner of their own (``runner``: how a job's errors are mapped), no
+stack cap and their usual priority.
 """
 
 from __future__ import annotations
@@ -43,11 +45,16 @@ def child_entry() -> None:
     read_fd, write_fd, config = int(sys.argv[1]), int(sys.argv[2]), json.loads(sys.argv[3])
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     _die_with_parent()
-    with contextlib.suppress(OSError):  # below the gateway: a compile never starves its loop
-        os.nice(config["nice"])
+    if config["nice"]:
+        with contextlib.suppress(OSError):  # below the gateway: a job never starves its loop
+            os.nice(config["nice"])
     sys.path[:] = config["sys_path"]
     for module in config["preload"]:
         importlib.import_module(module)
+    runner_module, _, runner_name = config["runner"].partition(":")
+    run: Callable[[Callable[..., Any], tuple[Any, ...]], Reply] = getattr(
+        importlib.import_module(runner_module), runner_name
+    )
     _cap(resource.RLIMIT_STACK, config["stack_mb"])
     _cap(resource.RLIMIT_AS, config["memory_mb"])
     inbox, outbox = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
@@ -56,7 +63,7 @@ def child_entry() -> None:
             function, args = inbox.recv()
         except (EOFError, OSError):
             return
-        outbox.send(call(function, args))
+        outbox.send(run(function, args))
 
 
 def call(function: Callable[..., Any], args: tuple[Any, ...]) -> Reply:
@@ -125,12 +132,20 @@ class Child:
             self.process.wait(5)
 
 
-def spawn_child(preload: Sequence[str], memory_mb: int | None, stack_mb: int | None) -> Child:
-    """Start one child interpreter with a pipe each way (blocking: call it in a thread)."""
+def spawn_child(
+    preload: Sequence[str],
+    memory_mb: int | None,
+    stack_mb: int | None,
+    *,
+    nice: int = NICE,
+    runner: str = "gateway.sandbox._child:call",
+) -> Child:
+    """Start one child interpreter with a pipe each way (blocking: call it in a thread).
+    ``runner`` ("module:function") runs each job in the child and maps its errors."""
     to_child_r, to_child_w = os.pipe()
     from_child_r, from_child_w = os.pipe()
     config = {"sys_path": sys.path, "preload": list(preload), "memory_mb": memory_mb,
-              "stack_mb": stack_mb, "nice": NICE}  # fmt: skip
+              "stack_mb": stack_mb, "nice": nice, "runner": runner}  # fmt: skip
     command = [sys.executable, "-c", _BOOT, str(to_child_r), str(from_child_w)]
     try:
         process = subprocess.Popen(
