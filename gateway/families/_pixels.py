@@ -215,6 +215,8 @@ def to_fp16_batch(arrays: Sequence[np.ndarray]) -> np.ndarray:
     shapes = {a.shape for a in arrays}
     if len(shapes) != 1:
         raise ValueError(f"images must share one shape to stack, got {sorted(shapes)}")
+    if len(arrays) == 1 and arrays[0].dtype == np.float16 and arrays[0].flags.c_contiguous:
+        return arrays[0][np.newaxis, np.newaxis]  # one image prepared in fp16: a view, no copy
     return np.stack(arrays).astype(np.float16, copy=False)[np.newaxis]  # one copy, not two
 
 
