@@ -2,6 +2,10 @@
 
 - ``overhead``: the gateway against direct gRPC, Triton's generate_stream and LiteLLM
 - ``scale``: gateway throughput under flood with 1, 2, 4, 8 worker processes
+- ``gpu-goals``: issue 28's goals in one run (flood ratio x5, tokens per CPU-second, 64 paced
+  streams, image TTFT at 336/1024 px), a table of goal vs measured
+- ``trace``: image requests traced by the gateway (OTLP to a local receiver): each phase's
+  start and length, the hand-offs included
 - ``held``: 1,000 concurrent SSE streams through one gateway process
 - ``serve``: Triton with the load fixture and the gateway, left running (for aiperf, curl)
 - ``aiperf``: NVIDIA's aiperf profiling the gateway with images and streaming
@@ -44,6 +48,10 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     overhead.add_arguments(commands.add_parser("overhead", help="gateway cost vs peers"))
     scale.add_arguments(commands.add_parser("scale", help="throughput as workers are added"))
+    from bench import gpu_goals, trace
+
+    gpu_goals.add_arguments(commands.add_parser("gpu-goals", help="issue 28's goals, one run"))
+    trace.add_arguments(commands.add_parser("trace", help="an image request's traced phases"))
     held.add_arguments(commands.add_parser("held", help="many held SSE streams"))
     serve.add_arguments(commands.add_parser("serve", help="run the bench stack"))
     aiperf.add_arguments(commands.add_parser("aiperf", help="aiperf against the gateway"))
@@ -105,6 +113,14 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command == "scale":
         return uvloop.run(scale.run(args))
+    if args.command == "trace":
+        from bench import trace
+
+        return uvloop.run(trace.run(args))
+    if args.command == "gpu-goals":
+        from bench import gpu_goals
+
+        return uvloop.run(gpu_goals.run(args))
     if args.command == "overhead":
         return uvloop.run(overhead.run(overhead.options_from(args)))
     if args.command == "held":

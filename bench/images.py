@@ -19,7 +19,7 @@ from bench.media.inputs import photo_jpeg
 from gateway.families.registry import get_family
 from gateway.media.identity import ExtraIdRegistry
 from gateway.media.image import DEFAULT_DRAFT_MARGIN, ImageLimits
-from gateway.pipeline._media_jobs import DigestInputs, prepare_image
+from gateway.pipeline._media_jobs import image_digest_inputs, prepare_image
 
 FAMILY = "llava"  # the family the bench gateway serves the fixture as (bench/stack.py)
 
@@ -47,8 +47,7 @@ def image_load(side: int, model: str) -> ImageLoad:
     (the served id: it is part of the content digest)."""
     family = get_family(FAMILY)
     jpeg = photo_jpeg(side, side, seed=side)
-    processing = f"{family.processing_options()}|draft={DEFAULT_DRAFT_MARGIN:g}"
-    digest = DigestInputs(model, processing, "image")
+    digest = image_digest_inputs(model, family, f"draft={DEFAULT_DRAFT_MARGIN:g}")
     item = prepare_image(jpeg, ImageLimits(), family, DEFAULT_DRAFT_MARGIN, digest)
     assert item.digest is not None
     tensor = family.stack_images([item.array])

@@ -6,9 +6,10 @@
 # under NumPy 2, so the models must import NumPy 1; but the image's SciPy (imported by
 # transformers) is built for NumPy 2, so NumPy 1 alone breaks it. This makes a venv that sees
 # every package of the image (torch, transformers, ...) *behind* its own NumPy 1 and a SciPy
-# that works with it (SciPy 1.18 needs NumPy 2; 1.17 still takes 1.26). It reads the image's site-packages from the running python3 itself, so
-# it works when python3 is itself a venv (where --system-site-packages would expose the base
-# interpreter instead).
+# that works with it (SciPy 1.18 needs NumPy 2; 1.17 still takes 1.26), where the image has
+# SciPy. It reads the image's site-packages from the running python3 itself, so it works when
+# python3 is itself a venv (where --system-site-packages would expose the base interpreter
+# instead).
 #
 # The stub embeds the venv's interpreter and ignores PYTHONPATH, so nothing here may count on
 # it: pip runs without it (else a package it finds there, such as the gateway's llguidance
@@ -37,8 +38,13 @@ echo "import site; list(map(site.addsitedir, $image_sites))" >"$site/image-packa
 # The models' own code (server_repo), wherever the gateway starts from; last, so an installed
 # copy of the project in the image wins.
 printf '%s\n' "$checkout" >"$site/zz-mmgw-checkout.pth"
-# llguidance: the reference models' guided decoding (one wheel, no dependencies).
-"${clean[@]}" "$venv/bin/python" -m pip install -q --disable-pip-version-check "$@" \
-  'numpy<2' 'scipy>=1.13,<1.18' 'llguidance>=1.0'
+# llguidance: the reference models' guided decoding (one wheel, no dependencies). A SciPy that
+# takes NumPy 1 only where the image has a SciPy (transformers imports it when it is there).
+wanted=('numpy<2' 'llguidance>=1.0')
+if "${clean[@]}" "$python" -c 'import importlib.util as u, sys; sys.exit(not u.find_spec("scipy"))'
+then
+  wanted+=('scipy>=1.13,<1.18')
+fi
+"${clean[@]}" "$venv/bin/python" -m pip install -q --disable-pip-version-check "$@" "${wanted[@]}"
 "${clean[@]}" "$venv/bin/python" "$checkout/server_repo/reference_kit/stub_environment.py"
 echo "export MMGW_EMBEDDED__PYTHON=$venv/bin/python"

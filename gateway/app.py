@@ -5,6 +5,7 @@ Each call builds an independent app (tests build several); nothing is created at
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 from collections.abc import AsyncIterator
@@ -23,6 +24,7 @@ from gateway.observability.access import AccessMiddleware
 from gateway.observability.deadline import BodyDeadlineMiddleware, MinRate
 from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.middleware import InFlightLimitMiddleware, RequestIdMiddleware
+from gateway.observability.tracing import tracing_from
 from gateway.pipeline.realtime.registry import Sessions
 from gateway.routes import (
     audio,
@@ -113,6 +115,8 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
         finally:
             if owned:
                 await app.state.runtime.aclose()
+            if app.state.tracing is not None:  # flushes the last batch of spans
+                await asyncio.to_thread(app.state.tracing.shutdown)
 
     app = FastAPI(
         title="multimodal-gateway",
@@ -178,10 +182,13 @@ def _add_middleware(app: FastAPI, settings: Settings, gateway_metrics: GatewayMe
     app.add_middleware(DrainMiddleware, drain=app.state.drain)
     observability = settings.observability
     body_bytes = observability.log_body_max_bytes if observability.log_bodies else 0
+    tracing = tracing_from(observability.tracing, observability.otlp_traces_endpoint)
+    app.state.tracing = tracing  # shut down (its batch flushed) with the app
     app.add_middleware(
         AccessMiddleware,
         metrics=gateway_metrics,
         log_body_bytes=body_bytes,
         routes=app.state.endpoints,
+        tracing=tracing,
     )
     app.add_middleware(RequestIdMiddleware)

@@ -1,10 +1,19 @@
-"""``mmgw serve --workers N``: N gateway processes on one listening socket, one embedded Triton.
+"""``mmgw serve --workers N``: N gateway processes on one port, one embedded Triton.
 
 One Python process cannot relay what an 8-GPU node generates (vLLM grew
 ``--api-server-count`` for the same reason). The supervisor, the process ``mmgw serve``
-starts, binds the listening socket, launches and supervises the embedded Triton once, and
-starts N workers (``python -m gateway.workers``) that inherit the socket and serve the app on
-it, their settings pointing at that Triton. The kernel hands each new connection to one worker.
+starts, binds the listening sockets, launches and supervises the embedded Triton once, and
+starts N workers (``python -m gateway.workers``) that each inherit one socket and serve the app
+on it, their settings pointing at that Triton.
+
+Each worker has its own listening socket on the one port (``SO_REUSEPORT``, Linux): the kernel
+spreads new connections over the sockets by a hash of their addresses, so every worker gets
+its share. With one shared socket, whichever worker woke first took the connection, and one
+busy worker could take most of them (issue 28: 1.1 of 4 cores busy in the worst run). Where
+the option does not balance (not Linux), the workers share one socket as before. A worker's
+socket outlives it: connections queued on it wait for its replacement, which starts at once
+after a healthy run; a replacement that must pause (its predecessors kept dying young) gets a
+new socket, and the old one is closed so the others take its share meanwhile.
 
 - A worker that exits unexpectedly is replaced (pauses doubling while replacements keep dying
   young); its live gauges are dropped from the shared metrics.
@@ -59,15 +68,91 @@ def worker_count(value: int | str) -> int:
     return int(value)
 
 
-def listening_socket(host: str, port: int) -> socket.socket:
-    """The one socket every worker accepts on (inherited by them)."""
+def balances_by_port() -> bool:
+    """Whether this kernel spreads connections over sockets sharing a port (Linux's
+    ``SO_REUSEPORT``; BSDs and macOS accept the option but hand every connection to one)."""
+    return sys.platform.startswith("linux") and hasattr(socket, "SO_REUSEPORT")
+
+
+def listening_socket(host: str, port: int, reuse_port: bool = False) -> socket.socket:
+    """A listening socket workers inherit; ``reuse_port`` lets others join its port."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((host, port))
     sock.listen(BACKLOG)
     sock.set_inheritable(True)
     return sock
+
+
+def _refuse_if_taken(host: str, port: int) -> None:
+    """Fail as a plain bind would when the port is in use. A socket with ``SO_REUSEPORT``
+    could otherwise join another process's group on it (another gateway of this user left
+    running) and silently split its traffic."""
+    probe = listening_socket(host, port)  # raises EADDRINUSE when anything listens there
+    probe.close()
+
+
+@dataclass
+class WorkerSockets:
+    """One listening socket per worker slot on one port, or one shared by all of them."""
+
+    host: str
+    port: int
+    per_worker: bool
+    _sockets: dict[int, socket.socket] = field(default_factory=dict)
+
+    @classmethod
+    def bind(cls, host: str, port: int, workers: int) -> WorkerSockets:
+        """Bind slot 0 (port 0 picks the port every other slot then joins), then the rest."""
+        per_worker = workers > 1 and balances_by_port()
+        if per_worker and port:
+            _refuse_if_taken(host, port)
+        first = listening_socket(host, port, reuse_port=per_worker)
+        sockets = cls(host, first.getsockname()[1], per_worker, {0: first})
+        try:
+            for slot in range(1, workers if per_worker else 1):
+                sockets.renew(slot)
+        except OSError:
+            sockets.close()
+            raise
+        return sockets
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, port = self._sockets[0].getsockname()[:2]
+        return host, port
+
+    def of(self, slot: int) -> socket.socket:
+        """The socket worker ``slot`` accepts on (the shared one without ``per_worker``)."""
+        if not self.per_worker:
+            return self._sockets[0]
+        if slot not in self._sockets:
+            self.renew(slot)
+        return self._sockets[slot]
+
+    def renew(self, slot: int) -> None:
+        """Bind a fresh socket for ``slot`` on the port, closing any it had."""
+        old = self._sockets.pop(slot, None)
+        if old is not None:
+            old.close()
+        self._sockets[slot] = listening_socket(self.host, self.port, reuse_port=True)
+
+    def release(self, slot: int) -> None:
+        """Close slot's own socket until a worker needs it again (shared: nothing to do).
+        Connections queued on it are reset rather than left waiting on a socket nobody
+        accepts from; new ones go to the other workers' sockets."""
+        if self.per_worker:
+            old = self._sockets.pop(slot, None)
+            if old is not None:
+                old.close()
+
+    def close(self) -> None:
+        for sock in self._sockets.values():
+            sock.close()
+        self._sockets.clear()
 
 
 @dataclass
@@ -85,7 +170,8 @@ class Supervisor:
         metrics_dir = run_dir / "metrics"
         metrics_dir.mkdir()
         _share_metrics(metrics_dir)
-        sock = listening_socket(self.settings.server.host, self.settings.server.port)
+        server = self.settings.server
+        sockets = WorkerSockets.bind(server.host, server.port, self.workers)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
@@ -101,12 +187,13 @@ class Supervisor:
                 # One URL, or a comma list of replicas ([embedded] replicas) the workers
                 # serve as one replica set.
                 settings = settings.with_embedded_at(",".join(embedded.grpc_urls))
-            env = self._environment(settings, run_dir, metrics_dir, sock)
+            env = self._environment(settings, run_dir, metrics_dir)
             ids = [model.id for model in settings.models]
-            ready = ready_line(address_url(sock.getsockname()[:2]), ids)
-            log.info("%s; %d workers", ready, self.workers)
+            ready = ready_line(address_url(sockets.address), ids)
+            shared = "a socket each" if sockets.per_worker else "one shared socket"
+            log.info("%s; %d workers on %s", ready, self.workers, shared)
             slots = [
-                asyncio.create_task(self._keep(i, env, sock, metrics_dir))
+                asyncio.create_task(self._keep(i, env, sockets, metrics_dir))
                 for i in range(self.workers)
             ]
             await self._stopping.wait()
@@ -114,32 +201,30 @@ class Supervisor:
         finally:
             if embedded is not None:
                 await embedded.stop()
-            sock.close()
+            sockets.close()
             shutil.rmtree(run_dir, ignore_errors=True)
 
-    def _environment(
-        self, settings: Settings, run_dir: Path, metrics_dir: Path, sock: socket.socket
-    ) -> dict[str, str]:
+    def _environment(self, settings: Settings, run_dir: Path, metrics_dir: Path) -> dict[str, str]:
         settings_file = run_dir / "settings.json"
         settings_file.touch(mode=0o600)
         settings_file.write_text(settings.model_dump_json())
         return {
             **os.environ,
             SETTINGS_FILE: str(settings_file),
-            SOCKET_FD: str(sock.fileno()),
             METRICS_DIR: str(metrics_dir),
         }
 
     async def _keep(
-        self, slot: int, env: dict[str, str], sock: socket.socket, metrics_dir: Path
+        self, slot: int, env: dict[str, str], sockets: WorkerSockets, metrics_dir: Path
     ) -> None:
         """Run worker ``slot`` until the supervisor stops, replacing it whenever it exits."""
         failures = 0
         while not self._stopping.is_set():
             started = time.monotonic()
+            fd = sockets.of(slot).fileno()
             process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "gateway.workers", "--log-level", self.log_level,
-                env=env, pass_fds=(sock.fileno(),), preexec_fn=die_with_parent,
+                env={**env, SOCKET_FD: str(fd)}, pass_fds=(fd,), preexec_fn=die_with_parent,
             )  # fmt: skip
             self._processes[slot] = process
             code = await process.wait()
@@ -148,6 +233,8 @@ class Supervisor:
                 return
             failures = failures + 1 if time.monotonic() - started < HEALTHY_AFTER_S else 0
             pause = backoff(REPLACE_BACKOFF_S, failures) if failures else 0.0
+            if pause:
+                sockets.release(slot)  # the other workers take its share while it pauses
             log.warning(
                 "gateway worker %d (pid %d) exited with code %s; replacing it in %.1f s",
                 slot, process.pid, code, pause,

@@ -156,6 +156,17 @@ class ObservabilitySettings(Strict):
     )
     log_body_max_bytes: int = Field(16 * 1024, ge=0)
     metrics: bool = Field(True, description="Serve Prometheus metrics at /metrics.")
+    tracing: bool = Field(
+        False,
+        description="Export an OpenTelemetry trace per request (its phases: body, admission, "
+        "media fetch, decode, preprocess, digest, Triton send, first and last token) over OTLP "
+        "HTTP; needs the 'otel' extra.",
+    )
+    otlp_traces_endpoint: str | None = Field(
+        None,
+        description="Where traces go, e.g. http://collector:4318/v1/traces; unset: the "
+        "OpenTelemetry SDK's OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or http://localhost:4318/v1/traces.",
+    )
 
 
 class Settings(BaseSettings):

@@ -216,9 +216,9 @@ def to_fp16_batch(arrays: Sequence[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any
     shapes = {a.shape for a in arrays}
     if len(shapes) != 1:
         raise ValueError(f"images must share one shape to stack, got {sorted(shapes)}")
-    stacked: np.ndarray[Any, Any] = np.stack(arrays).astype(
-        np.float16, copy=False
-    )  # one copy, not two
+    if len(arrays) == 1 and arrays[0].dtype == np.float16 and arrays[0].flags.c_contiguous:
+        return arrays[0][np.newaxis, np.newaxis]  # one image prepared in fp16: a view, no copy
+    stacked: np.ndarray[Any, Any] = np.stack(arrays).astype(np.float16, copy=False)  # one copy
     return stacked[np.newaxis]
 
 

@@ -22,6 +22,7 @@ from starlette.routing import BaseRoute, Match
 from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.middleware import ASGIApp, Message, Receive, Scope, Send
 from gateway.observability.record import RequestRecord
+from gateway.observability.tracing import Tracing
 
 log = logging.getLogger("gateway.access")
 
@@ -73,8 +74,10 @@ class AccessMiddleware:
         metrics: GatewayMetrics,
         log_body_bytes: int = 0,
         routes: Sequence[BaseRoute] = (),
+        tracing: Tracing | None = None,
     ) -> None:
         self.app = app
+        self.tracing = tracing  # a trace per request, when configured
         self.metrics = metrics
         self.log_body_bytes = log_body_bytes
         self.routes = routes  # to name the endpoint of a request refused before routing
@@ -92,6 +95,7 @@ class AccessMiddleware:
             metrics=self.metrics,
         )
         state["record"] = record
+        traced = self.tracing.begin() if self.tracing is not None else None
 
         async def send_observed(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -115,6 +119,9 @@ class AccessMiddleware:
         finally:
             record.endpoint = endpoint_of(scope, self.routes)
             self._finish(record)
+            if traced is not None and self.tracing is not None:
+                self.tracing.end(traced[1])
+                self.tracing.finish(record, traced[0], time.perf_counter())
 
     def _finish(self, record: RequestRecord) -> None:
         now = time.perf_counter()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import uuid
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
@@ -16,6 +17,7 @@ from prometheus_client import Gauge
 
 from gateway.errors import GatewayError, RateLimited
 from gateway.observability.logging import REQUEST_ID
+from gateway.observability.tracing import phase
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -119,14 +121,19 @@ class InFlightLimitMiddleware:
 
     async def _after_body(self, scope: Scope, receive: Receive, send: Send) -> None:
         held = refused = False
+        reading_since: float | None = None
 
         async def receive_then_take() -> Message:
-            nonlocal held, refused
+            nonlocal held, refused, reading_since
+            reading_since = reading_since or time.perf_counter()
             message = await receive()
             last = message["type"] == "http.request" and not message.get("more_body", False)
             if last and not held:
+                phase("http.body", reading_since)
+                admitting = time.perf_counter()
                 held = self._take()
                 refused = not held
+                phase("admission", admitting, admitted=held)
                 if refused:
                     raise self._refusal()
             return message

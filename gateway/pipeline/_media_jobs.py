@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from PIL import __version__ as _PILLOW_VERSION
+from PIL import features
 
 from gateway.families.base import Family
 from gateway.media.audio import AudioLimits, decode_audio
@@ -23,8 +25,27 @@ from gateway.media.image import ImageLimits, decode_image
 from gateway.media.local import FrameList
 from gateway.media.video import FrameSampling, VideoLimits, decode_video
 from gateway.media.video_frames import decode_frame_list
+from gateway.observability.tracing import phase
 
-__all__ = ["DigestInputs", "PreparedItem", "prepare_audio", "prepare_image", "prepare_video"]
+__all__ = [
+    "DECODERS",
+    "IMAGE_SOURCE_KIND",
+    "DigestInputs",
+    "PreparedItem",
+    "image_digest_inputs",
+    "prepare_audio",
+    "prepare_image",
+    "prepare_video",
+    "source_array",
+    "trace_job",
+]
+
+# What turns an image's bytes into pixels: any change here may change the pixels.
+DECODERS = "pillow={};jpeg={};webp={};zlib={}".format(
+    _PILLOW_VERSION, *(features.version(name) for name in ("jpg", "webp", "zlib"))
+)
+# The digest's kind for an image hashed by its source bytes (never equal to a hashed array's).
+IMAGE_SOURCE_KIND = "image:source"
 
 
 @dataclass(frozen=True)
@@ -38,6 +59,7 @@ class DigestInputs:
     salt: str = ""
 
     def digest(self, arrays: list[np.ndarray[Any, Any]]) -> bytes:
+        """The digest of ``arrays`` (an image's: its source bytes as a uint8 array)."""
         return content_digest(
             model=self.model,
             options=self.options,
@@ -45,6 +67,18 @@ class DigestInputs:
             kinds=[self.kind] * len(arrays),
             salt=self.salt,
         )
+
+
+def image_digest_inputs(model: str, family: Family, draft: str, salt: str = "") -> DigestInputs:
+    """What an image request's digest covers besides the source bytes: the model, the family's
+    processing options, JPEG draft decoding (``draft``) and the decoder versions."""
+    processing = f"{family.processing_options()}|{draft}|{DECODERS}"
+    return DigestInputs(model, processing, IMAGE_SOURCE_KIND, salt)
+
+
+def source_array(data: bytes) -> np.ndarray[Any, Any]:
+    """``data`` as the uint8 array the digest frames (a view: no copy)."""
+    return np.frombuffer(data, dtype=np.uint8)
 
 
 @dataclass(frozen=True)
@@ -57,6 +91,25 @@ class PreparedItem:
     pixels: int  # decoded pixels (width x height, summed over frames); 0 for audio
     size: tuple[int, int] = (0, 0)  # (height, width) of a decoded image, as decoded
     digest: bytes | None = None  # the request's content digest, when this is its only item
+    source: bytes | None = None  # an image's source bytes: what a request's digest covers
+    started: float = 0.0  # perf_counter when the job began (one clock for threads, processes)
+    digest_s: float = 0.0
+
+
+def trace_job(item: PreparedItem, submitted: float, lane: str) -> None:
+    """The job's phases for the request's trace: the hop to the job, its decode, preprocess
+    and digest, and the hop back (what the loop waited beyond the job itself)."""
+    if not item.started:
+        return
+    decoded = item.started + item.decode_s
+    preprocessed = decoded + item.preprocess_s
+    finished = preprocessed + item.digest_s
+    phase("media.hop_to_job", submitted, item.started, lane=lane)
+    phase("media.decode", item.started, decoded, pixels=item.pixels)
+    phase("media.preprocess", decoded, preprocessed)
+    if item.digest_s:
+        phase("media.digest", preprocessed, finished)
+    phase("media.hop_back", finished)
 
 
 def prepare_image(
@@ -67,20 +120,24 @@ def prepare_image(
     digest: DigestInputs | None = None,
 ) -> PreparedItem:
     """Decode (in JPEG draft mode when the family's input is much smaller), preprocess, and
-    hash when ``digest`` is given."""
+    hash the source bytes when ``digest`` is given."""
     started = time.perf_counter()
     image = decode_image(
         data, limits, target_size=family.image_decode_size, draft_margin=draft_margin
     )
     decoded = time.perf_counter()
     array = family.prepare_image(image)
+    prepared = time.perf_counter()
+    hashed = digest.digest([source_array(data)]) if digest is not None else None
     return PreparedItem(
         array,
         decoded - started,
-        time.perf_counter() - decoded,
+        prepared - decoded,
         image.width * image.height,
         (image.height, image.width),
-        digest.digest([array]) if digest is not None else None,
+        hashed,
+        started=started,
+        digest_s=time.perf_counter() - prepared,
     )
 
 
@@ -101,14 +158,17 @@ def prepare_video(
     decoded = time.perf_counter()
     array = family.prepare_video(frames)
     pixels = int(frames.shape[0] * frames.shape[1] * frames.shape[2])
+    prepared = time.perf_counter()
     hashed = digest.digest([array]) if digest is not None else None
+    done = time.perf_counter()
     return PreparedItem(
-        array, decoded - started, time.perf_counter() - decoded, pixels, digest=hashed
-    )
+        array, decoded - started, prepared - decoded, pixels, digest=hashed,
+        started=started, digest_s=done - prepared,
+    )  # fmt: skip
 
 
 def prepare_audio(data: bytes, limits: AudioLimits) -> PreparedItem:
     """Decode to 16 kHz mono float32 (families that take audio window it themselves)."""
     started = time.perf_counter()
     samples = decode_audio(data, limits)
-    return PreparedItem(samples, time.perf_counter() - started, 0.0, 0)
+    return PreparedItem(samples, time.perf_counter() - started, 0.0, 0, started=started)

@@ -14,6 +14,7 @@ import time
 from dataclasses import replace
 
 from gateway.errors import InvalidRequest
+from gateway.observability.tracing import phase
 from gateway.pipeline._watchdog import Timeouts
 from gateway.pipeline.conversation import parse_messages
 from gateway.pipeline.generation import check_prompt_size, check_total_prompt, draft, refuse
@@ -83,6 +84,7 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> list
     media_started = time.perf_counter()
     media = await prepare_media(parsed.media, served, runtime, request.media_io_kwargs)
     if media:
+        phase("media.prepare", media_started, items=len(parsed.media))
         runtime.metrics.media_prepared(served.config.id, time.perf_counter() - media_started)
         if media.extra_id is not None and family.supports_extra_id:
             runtime.metrics.kv_reuse_id_sent(served.config.id)
@@ -92,6 +94,7 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> list
     requested = (request.requested_max_tokens, param)
     audio = media.samples if media is not None else None
     timeouts = Timeouts.of(runtime.settings.upstream)
+    planning = time.perf_counter()
     choices = []
     for choice in range(request.n):
         generation = draft(
@@ -101,4 +104,5 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> list
         plan = await family_plan(served, replace(generation, guide=guide), audio)
         ready = prepared(served, contract, plan, stops, len(parsed.media), lora, timeouts, logprobs)
         choices.append(replace(ready, tool_parser=parser))
+    phase("chat.plan", planning)  # the calls' tensors (the image's copied into its input)
     return choices

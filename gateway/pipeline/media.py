@@ -9,8 +9,10 @@ bounds its cost (``media/threads.py``) takes the thread lane instead, under the 
 without the round trip to a process. A failure names its part.
 
 The content digest covers the tenant salt, the model, the processing options (including
-frame sampling and JPEG draft decoding, which change pixels) and every item's kind, shape and
-content, in order: the same pixels from any URL or encoding give the same id.
+frame sampling and JPEG draft decoding, which change pixels) and every item's kind and content,
+in order: for images their validated source bytes with the decoder versions (the same bytes
+from any URL give the same id), for videos the sampled frames' array
+(``pipeline/_media_jobs.py`` says why).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -35,12 +37,16 @@ from gateway.families.base import Family
 from gateway.media.local import FRAME_LIST_TYPE, FrameList, decode_base64_payload
 from gateway.media.threads import ThreadLane
 from gateway.media.video import FrameSampling
+from gateway.observability.tracing import phase
 from gateway.pipeline._media_jobs import (
     DigestInputs,
     PreparedItem,
+    image_digest_inputs,
     prepare_audio,
     prepare_image,
     prepare_video,
+    source_array,
+    trace_job,
 )
 from gateway.pipeline.conversation import MediaKind, MediaPart
 from gateway.protocol.chat import MediaIOKwargs
@@ -193,11 +199,13 @@ async def prepare_media(
     sampling = video_sampling(options, family, limits.video) if parts[0].kind == "video" else None
     name = family.video_tensor if sampling is not None else family.image_tensor
     assert name is not None  # check_media refused kinds without a tensor
+    salt = limits.content_id_salt
     if sampling is not None:
         processing = f"{family.video_processing_options()}|{sampling!r}"
+        digest = DigestInputs(served.config.id, processing, "video", salt)
     else:
-        processing = f"{family.processing_options()}|{_draft_option(family, limits.image)}"
-    digest = DigestInputs(served.config.id, processing, parts[0].kind, limits.content_id_salt)
+        draft = _draft_option(family, limits.image)
+        digest = image_digest_inputs(served.config.id, family, draft, salt)
     only = digest if len(parts) == 1 else None  # one item: its job hashes it where it runs
     loads = (_load(part, served, runtime, sampling, only) for part in parts)
     results = await asyncio.gather(*loads, return_exceptions=True)
@@ -219,10 +227,11 @@ async def _stack(
     back); anything larger, and the hashing of several items, in a thread."""
     arrays = [item.array for item in items]
     hashed = items[0].digest if len(items) == 1 else None
+    covered = [source_array(i.source) if i.source is not None else i.array for i in items]
 
     def work() -> tuple[np.ndarray[Any, Any], bytes]:
         tensor = family.stack_video(arrays[0]) if video else family.stack_images(arrays)
-        return tensor, hashed if hashed is not None else digest.digest(arrays)
+        return tensor, hashed if hashed is not None else digest.digest(covered)
 
     if hashed is not None and not video and arrays[0].nbytes <= _INLINE_STACK_BYTES:
         return work()
@@ -284,14 +293,18 @@ async def _load(
         return await _decode(part, runtime, data, prepare_video, *args)
     image_limits = limits.image_limits()
     args = (served.family, limits.image.jpeg_draft_margin, digest)
+    assert isinstance(data, bytes)  # a list of frames is refused unless the part is a video
     lane = runtime.offload.threads
-    if lane is not None and isinstance(data, bytes) and lane.limits.takes(data):
+    item = None
+    if lane is not None and lane.limits.takes(data):
         try:
             lane_limits = lane.limits.image_limits(image_limits)
-            return await _decode(part, runtime, data, prepare_image, lane_limits, *args, lane=lane)
+            item = await _decode(part, runtime, data, prepare_image, lane_limits, *args, lane=lane)
         except MediaTooLarge:
             pass  # PIL saw more than the header said: the worker decides, under every limit
-    return await _decode(part, runtime, data, prepare_image, image_limits, *args)
+    if item is None:
+        item = await _decode(part, runtime, data, prepare_image, image_limits, *args)
+    return replace(item, source=data)  # kept for a several-image request's digest
 
 
 async def _bytes(part: MediaPart, runtime: Runtime) -> bytes | FrameList:
@@ -316,6 +329,7 @@ async def _bytes(part: MediaPart, runtime: Runtime) -> bytes | FrameList:
         raise exc.revised(code=code) from exc
     size = data.size if isinstance(data, FrameList) else len(data)
     runtime.metrics.media_fetched(part.kind, time.perf_counter() - started, size)
+    phase("media.fetch", started, bytes=size)
     return data
 
 
@@ -330,6 +344,7 @@ async def _decode(
     """Run ``job(data, *args)`` in the offload pool (or ``lane``) and report its timings."""
     metrics = runtime.metrics
     run = lane.run if lane is not None else runtime.offload.run
+    submitted = time.perf_counter()
     item: PreparedItem = await run(
         job,
         data,
@@ -337,6 +352,7 @@ async def _decode(
         what=f"the {part.kind}",
         on_wait=lambda seconds: metrics.queued("decode", seconds),
     )
+    trace_job(item, submitted, "thread" if lane is not None else "process")
     metrics.media_decoded(part.kind, item.decode_s, item.pixels)
     if item.preprocess_s:
         metrics.media_preprocessed(part.kind, item.preprocess_s)

@@ -17,6 +17,7 @@ tritonclient, and the unary calls (health, model config) still use its client.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
@@ -27,6 +28,7 @@ from tritonclient.grpc._utils import _get_inference_request
 from tritonclient.utils import InferenceServerException
 
 from gateway.errors import GatewayError, InvalidRequest, UpstreamFailed, UpstreamUnavailable
+from gateway.observability.tracing import phase
 from gateway.triton.backend import Route
 from gateway.triton.contract import ModelContract, parse_model_config
 from gateway.triton.outputs import is_final
@@ -130,6 +132,7 @@ class TritonClient:
         """The raw responses of one request until its final one; cancels the call if left
         early. ``outputs`` names the outputs to ask for (default: all the model declares);
         ``route`` is for replica sets (one server has nowhere else to send it)."""
+        sending = time.perf_counter()
         try:
             request = _get_inference_request(
                 model_name=model_name,
@@ -147,6 +150,7 @@ class TritonClient:
         except InferenceServerException as exc:
             raise translate_error(exc) from exc
         call = self._stream_infer(request)
+        phase("triton.send", sending, request_id=request_id, model=model_name)
         finished = False
         try:
             while True:

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.gpu_goals import goals_table
 from bench.httpstream import OPENAI_MARKER, TRITON_MARKER, is_token
 from bench.loadgen import PhaseResult, StreamTiming
 from bench.pool import split
-from bench.report import goals, measure, ratio_table
+from bench.report import Measurement, goals, measure, ratio_table
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -133,3 +134,31 @@ def test_replicas_workload_repeats_every_image_in_one_shuffled_order() -> None:
         [Figures("one replica", cached_tokens=200), Figures("affinity", cached_tokens=190)]
     )
     assert "| affinity | 0 | 0 | 0 | 190 | 95.0% |" in rows
+
+
+def _row(profile: str, mode: str, concurrency: int, ttft: float, tps: float) -> Measurement:
+    return Measurement(profile, mode, concurrency, ttft, ttft + 1, 30.0, 31.0, 1.0, tps,
+                       10, 640, 0, 0, 1.0, 0.04 if mode == "gateway" else None, 0.01)  # fmt: skip
+
+
+def test_gpu_goals_judges_every_goal_from_its_rows() -> None:
+    floods = [
+        [_row("flood", "triton_http", 128, 4.0, 100.0), _row("flood", "gateway", 128, 5.0, tps)]
+        for tps in (96.0, 97.0, 91.0)
+    ]
+    paced = [_row("paced", "grpc", 64, 2.0, 10.0), _row("paced", "gateway", 64, 2.5, 10.0)]
+    images = [
+        _row("image336", "grpc", 1, 5.0, 1.0),
+        _row("image336", "gateway", 1, 7.5, 1.0),
+        _row("image1024", "grpc", 16, 5.0, 1.0),
+        _row("image1024", "gateway", 16, 14.0, 1.0),
+    ]
+    table = goals_table(floods, paced, images).splitlines()
+    assert "0.91 / 0.96 / 0.97" in table[2] and table[2].endswith("| met |")
+    assert "25.00 / 25.00 / 25.00 k" in table[3] and table[3].endswith("| met |")  # 1/0.04 s
+    assert "0.50 / 0.50 ms" in table[4] and table[4].endswith("| met |")
+    assert "336 px JPEG, 1 streams" in table[5] and "2.50 ms" in table[5]
+    assert table[5].endswith("| met |")
+    assert "1024 px JPEG, 16 streams" in table[-1] and table[-1].endswith("| NOT met |")
+    one_slow_run = [floods[0], [floods[1][0], _row("flood", "gateway", 128, 5.0, 85.0)]]
+    assert goals_table(one_slow_run, paced, images).splitlines()[2].endswith("| NOT met |")

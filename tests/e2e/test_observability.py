@@ -5,13 +5,20 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import threading
+from http.server import ThreadingHTTPServer
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from gateway.config import ObservabilitySettings
 from gateway.observability.logging import JsonFormatter
-from tests.e2e.conftest import make_image
+from gateway.observability.tracing import REQUEST_ID
+from gateway.triton.embedded import EmbeddedTriton
+from tests.e2e.conftest import e2e_settings, make_image
+from tests.gateway.observability.test_tracing import OtlpReceiver
+from tests.live_gateway import serving
 
 pytestmark = pytest.mark.e2e
 
@@ -115,3 +122,42 @@ async def test_one_json_access_line_per_request_without_the_prompt(
     assert entry["media_items"] == 1 and entry["request_bytes"] > 1000
     assert entry["ttft_ms"] > 0 and entry["duration_ms"] >= entry["ttft_ms"]
     assert entry["tokens_per_s"] > 0 and entry["finish_reason"] == "length"
+
+
+async def test_a_traced_request_s_spans_reach_an_otlp_receiver_with_triton_s_request_id(
+    embedded_triton: EmbeddedTriton,
+) -> None:
+    """The real gRPC client notes the send; every span carries the id Triton got."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), OtlpReceiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    OtlpReceiver.received.clear()
+    endpoint = f"http://127.0.0.1:{server.server_address[1]}/v1/traces"
+    traced = ObservabilitySettings(tracing=True, otlp_traces_endpoint=endpoint)
+    settings = e2e_settings(embedded_triton).model_copy(update={"observability": traced})
+    try:
+        async with serving(settings) as url, httpx.AsyncClient(base_url=url, timeout=120) as http:
+            await streamed_request(http, "traced-e2e-1")
+        # The app's shutdown flushed the last batch.
+    finally:
+        server.shutdown()
+        server.server_close()
+    spans = [
+        span
+        for request in OtlpReceiver.received
+        for resource in request.resource_spans
+        for scope in resource.scope_spans
+        for span in scope.spans
+    ]
+    mine = {
+        span.name: {a.key: a.value for a in span.attributes}
+        for span in spans
+        if any(
+            a.key == REQUEST_ID and a.value.string_value == "traced-e2e-1" for a in span.attributes
+        )
+    }
+    expected = {"POST /v1/chat/completions", "media.decode", "triton.send", "first_token"}
+    assert expected <= set(mine), sorted(mine)
+    send = mine["triton.send"]
+    assert send["request_id"].string_value.startswith("traced-e2e-1")
+    assert send["model"].string_value == "reference_llava"
+    assert mine["last_token"]["mmgw.tokens"].int_value == 12

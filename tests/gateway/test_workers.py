@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 
 import pytest
 
 from gateway.cli import _parser, settings_from_args
 from gateway.config import ServedModel, Settings
-from gateway.workers import listening_socket, worker_count
+from gateway.workers import WorkerSockets, balances_by_port, listening_socket, worker_count
 
 
 def test_auto_is_one_per_core_but_one_and_never_none() -> None:
@@ -48,6 +49,73 @@ def test_the_shared_socket_is_listening_and_inherited() -> None:
         client.close()
     finally:
         sock.close()
+
+
+def accepted(sock: socket.socket) -> int:
+    """How many connections wait on ``sock`` (accepted and closed here)."""
+    sock.setblocking(False)
+    count = 0
+    while True:
+        try:
+            conn, _ = sock.accept()
+        except BlockingIOError:
+            return count
+        conn.close()
+        count += 1
+
+
+@pytest.mark.skipif(not balances_by_port(), reason="SO_REUSEPORT balances only on Linux")
+def test_every_worker_gets_its_own_socket_and_a_share_of_the_connections() -> None:
+    sockets = WorkerSockets.bind("127.0.0.1", 0, 3)
+    try:
+        assert sockets.per_worker and sockets.address[1] != 0
+        own = [sockets.of(slot) for slot in range(3)]
+        assert len({s.fileno() for s in own}) == 3
+        assert all(s.getsockname() == sockets.address and s.get_inheritable() for s in own)
+        clients = [socket.create_connection(sockets.address, timeout=2) for _ in range(90)]
+        time.sleep(0.2)  # the handshakes complete in the kernel; nothing accepts yet
+        shares = [accepted(s) for s in own]
+        for client in clients:
+            client.close()
+        # The kernel hashes each connection to one socket: all arrive, none left out
+        # (one socket taking none of 90 has odds of about 1e-15).
+        assert sum(shares) == 90 and min(shares) > 0, shares
+    finally:
+        sockets.close()
+
+
+@pytest.mark.skipif(not balances_by_port(), reason="SO_REUSEPORT balances only on Linux")
+def test_a_released_slot_s_share_goes_to_the_others_until_it_is_bound_again() -> None:
+    sockets = WorkerSockets.bind("127.0.0.1", 0, 2)
+    try:
+        sockets.release(1)
+        clients = [socket.create_connection(sockets.address, timeout=2) for _ in range(20)]
+        time.sleep(0.2)
+        assert accepted(sockets.of(0)) == 20
+        renewed = sockets.of(1)  # bound again on the same port for the replacement
+        assert renewed.getsockname() == sockets.address
+        for client in clients:
+            client.close()
+    finally:
+        sockets.close()
+
+
+@pytest.mark.skipif(not balances_by_port(), reason="SO_REUSEPORT balances only on Linux")
+def test_a_port_another_group_listens_on_is_refused_not_shared() -> None:
+    other = WorkerSockets.bind("127.0.0.1", 0, 2)  # another gateway's workers, same user
+    try:
+        with pytest.raises(OSError):
+            WorkerSockets.bind("127.0.0.1", other.address[1], 2)
+    finally:
+        other.close()
+
+
+def test_one_worker_or_no_balancing_shares_one_socket() -> None:
+    sockets = WorkerSockets.bind("127.0.0.1", 0, 1)
+    try:
+        assert not sockets.per_worker and sockets.of(0) is sockets.of(5)
+    finally:
+        sockets.close()
 
 
 @pytest.mark.parametrize(("given", "expected"), [("4", 4), ("auto", "auto"), (None, 1)])

@@ -179,6 +179,14 @@ def test_fp16_batch() -> None:
         to_fp16_batch([arrays[0], arrays[0][:, :300]])
 
 
+def test_one_fp16_image_becomes_the_batch_without_a_copy() -> None:
+    array = preprocess(noise((400, 300), seed=1), CLIP_336, np.float16)
+    batch = to_fp16_batch([array])
+    assert batch.shape == (1, 1, 3, 336, 336) and np.shares_memory(batch, array)
+    single = to_fp16_batch([array.astype(np.float32)])  # another dtype: converted, a copy
+    assert single.dtype == np.float16 and np.array_equal(single, batch)
+
+
 def test_resize_to_fit_only_downscales() -> None:
     small = Image.new("RGB", (300, 200))
     assert resize_to_fit(small, 512) is small

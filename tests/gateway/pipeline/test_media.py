@@ -21,6 +21,7 @@ from gateway.families.registry import get_family
 from gateway.media.fetch import MediaFetcher
 from gateway.media.identity import ExtraIdRegistry
 from gateway.media.offload import Offloader, OffloadLimits
+from gateway.pipeline._media_jobs import image_digest_inputs
 from gateway.pipeline.conversation import MediaPart
 from gateway.pipeline.media import prepare_media
 from gateway.protocol.chat import MediaIOKwargs
@@ -70,14 +71,31 @@ async def extra_id(runtime: Runtime, *urls: str, model: str = "m") -> int | None
     return prepared.extra_id
 
 
-async def test_same_pixels_any_encoding_same_id(runtime: Runtime) -> None:
+async def test_same_bytes_same_id_and_any_difference_a_new_one(runtime: Runtime) -> None:
     png = await extra_id(runtime, data_url(picture("PNG"), "image/png"))
+    assert png is not None
+    assert await extra_id(runtime, data_url(picture("PNG"), "application/octet-stream")) == png
+    # The digest covers the source bytes: identical pixels in another encoding get another id
+    # (no reuse, never a wrong one); other pixels, another model, two images: all differ.
     webp = await extra_id(runtime, data_url(picture("WEBP", lossless=True), "image/webp"))
-    assert png == webp and png is not None
     other = await extra_id(runtime, data_url(picture("PNG", seed=1), "image/png"))
     other_model = await extra_id(runtime, data_url(picture("PNG"), "image/png"), model="m2")
     two = await extra_id(runtime, *[data_url(picture("PNG"), "image/png")] * 2)
-    assert len({png, other, other_model, two}) == 4
+    pair = await extra_id(
+        runtime, data_url(picture("PNG"), "image/png"), data_url(picture("PNG", 1), "image/png")
+    )
+    swapped = await extra_id(
+        runtime, data_url(picture("PNG", 1), "image/png"), data_url(picture("PNG"), "image/png")
+    )
+    assert len({png, webp, other, other_model, two, pair, swapped}) == 7
+
+
+def test_the_image_digest_names_the_decoders() -> None:
+    from PIL import __version__ as pillow
+
+    digest = image_digest_inputs("m", get_family("llava"), "draft=1.5")
+    assert f"pillow={pillow};jpeg=" in digest.options and "draft=1.5" in digest.options
+    assert digest.kind == "image:source"
 
 
 async def test_tenant_salt_changes_the_id(runtime: Runtime) -> None:

@@ -2,8 +2,8 @@
 
 The thread lane (media/threads.py) takes only still images whose header bounds their cost;
 everything else, and anything PIL sees differently from the header, goes to a worker process.
-The content ids must not depend on the lane: the golden ids below were computed by the
-gateway before the thread lane existed (commit 88f7e8c, every image in a worker process).
+The content ids must not depend on the lane: both lanes must give the id computed here, apart
+from the pipeline, from ``content_digest`` over the source bytes (``pipeline/_media_jobs.py``).
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ from gateway.config import MediaSettings, ServedModel, Settings
 from gateway.errors import MediaDecodeError, MediaTimeout, MediaTooLarge
 from gateway.families.registry import get_family
 from gateway.media.fetch import MediaFetcher
-from gateway.media.identity import ExtraIdRegistry
+from gateway.media.identity import ExtraIdRegistry, content_digest
 from gateway.media.offload import Offloader, OffloadLimits
 from gateway.media.threads import ThreadLane, ThreadLimits
+from gateway.pipeline._media_jobs import DECODERS
 from gateway.pipeline.conversation import MediaPart
 from gateway.pipeline.media import prepare_media
 from gateway.runtime import Runtime, ServedRuntime
@@ -57,14 +58,25 @@ JPEG_1024 = picture("JPEG", 1024, 768, quality=90)
 PNG = picture("PNG", 200, 120)
 PROGRESSIVE = picture("JPEG", 400, 300, progressive=True)
 
-# extra_id of each case at commit 88f7e8c (model "golden", family llava, no salt).
-GOLDEN = {
-    "jpeg_336": ([JPEG_336], 0x235FCFBE9CE63DC4),
-    "jpeg_1024x768": ([JPEG_1024], 0x6EE939DBF8B5D886),
-    "png_200x120": ([PNG], 0x08DDFE01DA39A4C4),
-    "progressive_jpeg": ([PROGRESSIVE], 0x5B64194DD21CFD06),
-    "two_images": ([PNG, JPEG_336], 0x63E59C7C7661A95D),
+CASES = {
+    "jpeg_336": [JPEG_336],
+    "jpeg_1024x768": [JPEG_1024],
+    "png_200x120": [PNG],
+    "progressive_jpeg": [PROGRESSIVE],
+    "two_images": [PNG, JPEG_336],
 }
+
+
+def expected_id(images: list[bytes]) -> int | None:
+    """The id of ``images`` for model "golden" (llava, no salt), from the digest's definition."""
+    options = f"{get_family('llava').processing_options()}|draft=1.5|{DECODERS}"
+    digest = content_digest(
+        model="golden",
+        options=options,
+        arrays=[np.frombuffer(image, np.uint8) for image in images],
+        kinds=["image:source"] * len(images),
+    )
+    return ExtraIdRegistry().extra_id(digest)
 
 
 async def start(threads: int) -> Offloader:
@@ -142,11 +154,12 @@ def test_the_lane_decision_is_cheap_on_the_event_loop_for_a_crafted_header() -> 
     assert time.perf_counter() - started < 0.05
 
 
-@pytest.mark.parametrize("name", list(GOLDEN))
+@pytest.mark.parametrize("name", list(CASES))
 async def test_content_ids_are_those_from_before_the_lane(
     offload: Offloader, processes_only: Offloader, fetcher: MediaFetcher, name: str
 ) -> None:
-    images, golden = GOLDEN[name]
+    images = CASES[name]
+    golden = expected_id(images)
     assert offload.threads is not None
     before = offload.threads.items
     assert await prepare(runtime_with(offload, fetcher), *images) == golden

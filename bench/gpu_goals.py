@@ -1,0 +1,169 @@
+"""``python -m bench gpu-goals``: every goal of issue 28 measured in one run, goal vs measured.
+
+Made for the 16-core GPU host and a short device budget: one Triton (the load fixture, several
+instances), one ``mmgw serve --workers N`` pinned to the N highest cores, everything else on
+the rest, and then, on that one stack:
+
+1. ``bench scale``'s point: flood, 128 streams, the gateway against Triton's own
+   ``generate_stream``, ``--runs`` times (interleaved, each run measures both), so the ratio's
+   min / median / max say whether it is >= 0.9 every run and >= 0.95 at the median; the same
+   phases give the relayed tokens per gateway CPU-second (all workers together);
+2. 64 paced streams (30 ms a token), direct gRPC vs the gateway: the added TTFT p50 / p99;
+3. one JPEG of 336 and 1024 px per request, paced, at 1 and 16 streams: the gateway (a
+   ``data:`` URL it decodes, preprocesses, hashes and sends) vs direct gRPC carrying the same
+   tensors: the added TTFT p50.
+
+About 4 minutes with the defaults on that host; results (every row, the goals table) under
+``--out``. The LLaVA-1.5-7B-shaped measurement of the issue needs a real engine and is not
+part of this run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from bench import overhead, report
+from bench.pool import WorkerPool
+from bench.procs import pin_self, raise_fd_limit, say
+from bench.scale import per_core
+from bench.stack import REPO_ROOT, start_gateway, start_triton
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--gateway-workers", type=int, default=4, help="mmgw serve --workers (own cores)")
+    add("--runs", type=int, default=5, help="flood runs (gateway and generate_stream each)")
+    add("--duration", type=float, default=4.0, help="seconds per phase (bound)")
+    add("--flood-concurrency", type=int, default=128, help="streams of the flood phases")
+    add("--images", default="336,1024", help="JPEG sides")
+    add("--image-concurrency", default="1,16", help="streams of the image phases")
+    add("--workers", type=int, default=6, help="load-generator processes")
+    add("--triton-instances", type=int, default=6, help="fixture instances")
+    add("--out", type=Path, help="result folder (default build/bench/gpu-goals-<time>)")
+
+
+def _options(args: argparse.Namespace, out: Path, **fields: object) -> overhead.Options:
+    base = {
+        "concurrency": (args.flood_concurrency,), "modes": ("triton_http", "gateway"),
+        "profiles": ("flood",), "tokens": 64, "interval_us": 30_000,
+        "duration_s": args.duration, "max_requests": 20_000, "workers": args.workers,
+        "gateway_cpus": None, "other_cpus": None, "out": out, "wait_quiet_min": 0,
+        "quiet_load": 1.0, "triton_instances": args.triton_instances,
+    }  # fmt: skip
+    return overhead.Options(**{**base, **fields})  # type: ignore[arg-type]
+
+
+async def run(args: argparse.Namespace) -> int:
+    out = args.out or REPO_ROOT / "build" / "bench" / f"gpu-goals-{time.strftime('%Y%m%d-%H%M%S')}"
+    out.mkdir(parents=True, exist_ok=True)
+    raise_fd_limit()
+    started = time.monotonic()
+    cores = sorted(os.sched_getaffinity(0))
+    count = args.gateway_workers
+    gateway_cpus = set(cores[-count:]) if count < len(cores) else None
+    others = set(cores[:-count]) if gateway_cpus else None
+    info = overhead.machine()
+    say(f"machine: {info['nproc']} x {info['cpu_model']}, load {info['loadavg_start']}")
+    pin_self(others)
+    triton = await start_triton()
+    pool = WorkerPool(args.workers)
+    gateway = None
+    floods: list[list[report.Measurement]] = []
+    try:
+        gateway = start_gateway(triton, out, gateway_cpus, workers=count)
+        proxies = {"gateway": gateway}
+        for index in range(args.runs):
+            say(f"flood run {index + 1} of {args.runs}")
+            floods.append(await overhead.measure_all(_options(args, out), triton, proxies, pool))
+        paced_opts = _options(args, out, concurrency=(64,), modes=("grpc", "gateway"),
+                              profiles=("paced",))  # fmt: skip
+        paced = await overhead.measure_all(paced_opts, triton, proxies, pool)
+        images = tuple(int(side) for side in args.images.split(",") if side)
+        image_opts = _options(
+            args, out, profiles=(), modes=("grpc", "gateway"), images=images,
+            concurrency=tuple(int(c) for c in args.image_concurrency.split(",")),
+        )  # fmt: skip
+        image_rows = await overhead.measure_all(image_opts, triton, proxies, pool)
+    finally:
+        pool.close()
+        if gateway is not None:
+            gateway.stop()
+        await triton.stop()
+    info["loadavg_end"] = overhead.loadavg_line()
+    info["gateway"] = f"{count} workers on CPUs {sorted(gateway_cpus or [])}"
+    info["wall_s"] = round(time.monotonic() - started, 1)
+    text = goals_table(floods, paced, image_rows)
+    rows = [r for run_rows in floods for r in run_rows] + paced + image_rows
+    dump = {"machine": info, "rows": [asdict(r) for r in rows], "goals": text}
+    (out / "results.json").write_text(json.dumps(dump, indent=1))
+    (out / "goals.md").write_text(text + "\n")
+    print(f"\n{info}\n\n{text}", flush=True)
+    say(f"results in {out}")
+    return 0
+
+
+def _spread(values: list[float]) -> str:
+    if not values:
+        return "-"
+    return f"{min(values):.2f} / {statistics.median(values):.2f} / {max(values):.2f}"
+
+
+def _added(rows: list[report.Measurement], profile: str, concurrency: int) -> tuple[float, float]:
+    """Added TTFT p50 and p99 (gateway minus direct gRPC) at ``profile`` and ``concurrency``."""
+    by_mode = {r.mode: r for r in rows if r.profile == profile and r.concurrency == concurrency}
+    gateway, grpc = by_mode.get("gateway"), by_mode.get("grpc")
+    if gateway is None or grpc is None:
+        return float("nan"), float("nan")
+    return gateway.ttft_p50 - grpc.ttft_p50, gateway.ttft_p99 - grpc.ttft_p99
+
+
+def _verdict(met: bool) -> str:
+    return "met" if met else "NOT met"
+
+
+def goals_table(
+    floods: list[list[report.Measurement]],
+    paced: list[report.Measurement],
+    images: list[report.Measurement],
+) -> str:
+    """The issue's goals against what this run measured, one line each."""
+    ratios, per_cpu = [], []
+    for rows in floods:
+        by_mode = {r.mode: r for r in rows}
+        gateway, native = by_mode.get("gateway"), by_mode.get("triton_http")
+        if gateway is not None and native is not None and native.tps:
+            ratios.append(gateway.tps / native.tps)
+        core = per_core(gateway) if gateway is not None else None
+        if core:
+            per_cpu.append(core)
+    lines = [
+        "| goal | target | measured | verdict |",
+        "|---|---|---|---|",
+        f"| gateway / generate_stream, flood (min / median / max of {len(ratios)}) | >= 0.9 every "
+        f"run, >= 0.95 median | {_spread(ratios)} | "
+        f"{_verdict(bool(ratios) and min(ratios) >= 0.9 and statistics.median(ratios) >= 0.95)} |",
+        f"| relayed tokens per gateway CPU-second (min / median / max) | >= 25,000 | "
+        f"{_spread([c / 1000 for c in per_cpu])} k | "
+        f"{_verdict(bool(per_cpu) and statistics.median(per_cpu) >= 25_000)} |",
+    ]
+    p50, p99 = _added(paced, "paced", 64)
+    lines.append(
+        f"| added TTFT, 64 paced streams (p50 / p99) | <= 1 / <= 3 ms | {p50:.2f} / {p99:.2f} ms"
+        f" | {_verdict(p50 <= 1 and p99 <= 3)} |"
+    )
+    sides = sorted({int(r.profile.removeprefix("image")) for r in images})
+    for side in sides:
+        goal = 3.0 if side <= 336 else 8.0
+        for concurrency in sorted({r.concurrency for r in images}):
+            p50, p99 = _added(images, f"image{side}", concurrency)
+            lines.append(
+                f"| added TTFT, one {side} px JPEG, {concurrency} streams (p50; p99) | <= {goal:g}"
+                f" ms | {p50:.2f} ms; {p99:.2f} ms | {_verdict(p50 <= goal)} |"
+            )
+    return "\n".join(lines)
