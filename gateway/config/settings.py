@@ -8,6 +8,7 @@ loaded ``Settings`` is passed to ``create_app``.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from pathlib import Path
 from typing import Any, Literal
@@ -167,6 +168,25 @@ class ObservabilitySettings(Strict):
         description="Where traces go, e.g. http://collector:4318/v1/traces; unset: the "
         "OpenTelemetry SDK's OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or http://localhost:4318/v1/traces.",
     )
+
+    @field_validator("tracing")
+    @classmethod
+    def _exporter_installed(cls, tracing: bool) -> bool:
+        """Tracing needs the optional exporter: a configuration error at load, not a traceback
+        from the app's start."""
+        if tracing and not _installed("opentelemetry.exporter.otlp.proto.http"):
+            raise ValueError(
+                "tracing is on, but the OpenTelemetry SDK and OTLP exporter are not installed: "
+                "pip install 'multimodal-gateway[otel]'"
+            )
+        return tracing
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
 
 
 class Settings(BaseSettings):

@@ -155,3 +155,15 @@ def test_the_installed_command_exits_2_without_a_traceback(tmp_path: Path) -> No
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("mmgw: configuration error: models[0].family:"), done.stderr
     assert len(done.stderr.splitlines()) == 1, done.stderr
+
+
+def test_tracing_without_its_exporter_is_a_configuration_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Tracing on without the 'otel' extra ended in a traceback from create_app."""
+    import gateway.config.settings as settings_module
+
+    monkeypatch.setattr(settings_module, "_installed", lambda module: False)
+    monkeypatch.setenv("MMGW_OBSERVABILITY__TRACING", "true")
+    err = refused(capsys, "serve")
+    assert "observability.tracing: " in err and "multimodal-gateway[otel]" in err
