@@ -32,7 +32,7 @@ from gateway.media.identity import ExtraIdRegistry
 from gateway.media.offload import Offloader
 from gateway.runtime import Runtime, ServedRuntime
 from gateway.triton.contract import parse_model_config
-from gateway.triton.responses import text_response
+from gateway.triton.outputs import text_response
 
 WORDS = [f" w{i}" for i in range(16)]
 CONFIG = {

@@ -17,7 +17,7 @@ import tritonclient.grpc.aio as grpcclient
 
 from bench.stack import BENCH_MODEL, set_token_interval, start_triton
 from gateway.triton.client import TritonClient
-from gateway.triton.responses import text_response
+from gateway.triton.outputs import text_response
 
 STREAMS = 16
 REQUESTS_PER_STREAM = 2

@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from gateway.auth import ApiKeyMiddleware
 from gateway.config import Settings
 from gateway.drain import Drain, DrainMiddleware
-from gateway.errors import GatewayError, InvalidRequest, StartupAborted
+from gateway.errors import ClientError, GatewayError, InvalidRequest, StartupAborted
 from gateway.observability.access import AccessMiddleware
 from gateway.observability.deadline import BodyDeadlineMiddleware, MinRate
 from gateway.observability.metrics import GatewayMetrics
@@ -46,8 +46,8 @@ from gateway.runtime import Runtime, build_runtime
 log = logging.getLogger(__name__)
 
 
-def _error_response(error: GatewayError) -> JSONResponse:
-    return JSONResponse(error.to_body(), status_code=error.status_code)
+def _error_response(error: GatewayError, status: int | None = None) -> JSONResponse:
+    return JSONResponse(error.to_body(), status_code=status or error.status_code)
 
 
 async def _gateway_error(request: Request, exc: Exception) -> JSONResponse:
@@ -67,10 +67,9 @@ _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 415: "unsupported_me
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = _HTTP_CODES.get(exc.status_code, f"http_{exc.status_code}")
-    error = GatewayError(str(exc.detail), code=code)
-    error.status_code = exc.status_code
-    error.error_type = "invalid_request_error" if exc.status_code < 500 else "server_error"
-    response = _error_response(error)
+    kind = ClientError if exc.status_code < 500 else GatewayError  # the error's "type"
+    error = kind(str(exc.detail), code=code)
+    response = _error_response(error, exc.status_code)
     response.headers.update(exc.headers or {})  # a 405's Allow, as RFC 9110 requires
     return response
 

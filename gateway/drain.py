@@ -7,8 +7,10 @@ at that moment. From then on a new ``/v1/`` request gets ``503 server_shutting_d
 ended here, by cancelling it (which cancels its Triton call) and answering for it:
 
 - a response that has not started: ``503 server_shutting_down`` with ``Retry-After``;
-- an event stream already streaming: an ``error`` event (``server_shutting_down``) and
-  ``[DONE]``, then the end of the body, so clients see why the stream stopped;
+- an event stream already streaming: the cancellation carries ``errors.SHUTDOWN``, which the
+  relay (or the stream's writer) reads as ``ShuttingDown``, so the endpoint ends the stream
+  its own way (chat: an ``error`` event and ``[DONE]``; Responses: ``response.failed``)
+  and clients see why it stopped;
 - anything else already started: the end of its body.
 
 Without this, the server's own deadline cancels them mid-body: streams cut with no event, and
@@ -27,17 +29,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.errors import UpstreamUnavailable
+from gateway.errors import SHUTDOWN, ShuttingDown, shutting_down
 from gateway.observability.middleware import ASGIApp, Receive, Scope, Send
 from gateway.observability.record import RequestRecord
 
 CUT_MARGIN_S = 1.0  # requests are ended this long before the server's own deadline
 
 
-class ShuttingDown(UpstreamUnavailable):
-    """The gateway is stopping; the client should retry (elsewhere or shortly)."""
-
-    default_code = "server_shutting_down"
+__all__ = ["Drain", "DrainMiddleware", "ShuttingDown", "draining_server"]
 
 
 @dataclass(eq=False)  # identity: one per request, kept in a set
@@ -57,11 +56,6 @@ class _Call:
         which would cost every streamed token a call)."""
         record = self.record
         return record is not None and record.status != 0
-
-    @property
-    def event_stream(self) -> bool:
-        record = self.record
-        return record is not None and bool(record.stream) and record.status == 200
 
 
 @dataclass
@@ -94,7 +88,7 @@ class Drain:
         for call in list(self.calls):
             if not call.task.done():
                 call.cut = True
-                call.task.cancel()
+                call.task.cancel(SHUTDOWN)
 
 
 class DrainMiddleware:
@@ -115,9 +109,12 @@ class DrainMiddleware:
         self.drain.calls.add(call)
         try:
             await self.app(scope, receive, send)
+            if call.cut:  # a stream its endpoint ended (``ShuttingDown``)
+                _record(call)
         except asyncio.CancelledError:
             if not call.cut:
                 raise
+            # Cancelled outside the relay (preparing the request, or between frames).
             _took_back_cancel()
             _record(call)
             await _end(call, send)
@@ -139,12 +136,8 @@ def _record(call: _Call) -> None:
         record.error_code = "server_shutting_down"
 
 
-def _error() -> ShuttingDown:
-    return ShuttingDown("the server is shutting down; retry shortly")
-
-
 async def _refuse(send: Send) -> None:
-    error = _error()
+    error = shutting_down()
     retry_after = str(error.retry_after_s or 1).encode()
     headers = [(b"content-type", b"application/json"), (b"retry-after", retry_after)]
     await send({"type": "http.response.start", "status": error.status_code, "headers": headers})
@@ -155,10 +148,7 @@ async def _end(call: _Call, send: Send) -> None:
     if not call.started:
         await _refuse(send)
         return
-    body = b""
-    if call.event_stream:
-        body = b"data: " + json.dumps(_error().to_body()).encode() + b"\n\ndata: [DONE]\n\n"
-    await send({"type": "http.response.body", "body": body, "more_body": False})
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 def draining_server(

@@ -25,6 +25,7 @@ The tree:
     │   ├── NotFound                  404 no stored response has that id (for this API key)
     │   ├── AuthenticationError       401 missing or wrong API key
     │   ├── RequestTimeout            408 the request's head or body came too slowly
+    │   ├── RequestTooLarge           413 request_too_large: the body is over the server's cap
     │   ├── RateLimited               429 too many requests in flight
     │   ├── HeaderFieldsTooLarge      431 too many header fields, or too many header bytes
     │   └── StoreQuotaExceeded        429 insufficient_quota: this API key's stored responses
@@ -48,7 +49,10 @@ An error with ``retry_after_s`` set is answered with a ``Retry-After`` header.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
+
+from typing_extensions import Self
 
 
 class StartupAborted(Exception):
@@ -66,9 +70,39 @@ class GatewayError(Exception):
 
     def __init__(self, message: str, *, param: str | None = None, code: str | None = None):
         super().__init__(message)
-        self.message = message
-        self.param = param
-        self.code = code or self.default_code
+        self._message = message
+        self._param = param
+        self._code = code or self.default_code
+
+    # Read-only: an error says what it said when it was raised. A layer that knows more (which
+    # part of the request it was) raises a ``revised`` copy instead of editing this one.
+    @property
+    def message(self) -> str:
+        return self._message
+
+    @property
+    def param(self) -> str | None:
+        return self._param
+
+    @property
+    def code(self) -> str:
+        return self._code
+
+    def revised(
+        self, *, message: str | None = None, param: str | None = None, code: str | None = None
+    ) -> Self:
+        """A copy of this error (same class, status and type) with these fields replaced."""
+        copy = type(self).__new__(type(self))
+        copy.__dict__.update(self.__dict__)
+        copy._message = self._message if message is None else message
+        copy._param = self._param if param is None else param
+        copy._code = self._code if code is None else code
+        copy.args = (copy._message,)
+        return copy
+
+    def located(self, param: str) -> Self:
+        """This error naming ``param`` as its field, unless it names one already."""
+        return self if self._param is not None else self.revised(param=param)
 
     def to_body(self) -> dict[str, Any]:
         """The OpenAI error object for this error."""
@@ -186,6 +220,13 @@ class RateLimited(ClientError):
     retry_after_s = 1
 
 
+class RequestTooLarge(ClientError):
+    """The request body is larger than the server takes (``[server] max_body_bytes``)."""
+
+    status_code = 413
+    default_code = "request_too_large"
+
+
 class HeaderFieldsTooLarge(ClientError):
     """The request head has more header fields, or more bytes, than the server takes."""
 
@@ -240,6 +281,32 @@ class UpstreamUnavailable(UpstreamError):
 
     default_code = "upstream_unavailable"
     retry_after_s = 1
+
+
+class ShuttingDown(UpstreamUnavailable):
+    """The gateway is stopping; the client should retry (elsewhere or shortly)."""
+
+    default_code = "server_shutting_down"
+
+
+# The message the graceful stop cancels a running request with (``drain.py``): the relay reads
+# it as ``ShuttingDown``, so each endpoint ends its stream with its own failure events.
+SHUTDOWN = "server_shutting_down"
+
+
+def shutting_down() -> ShuttingDown:
+    return ShuttingDown("the server is shutting down; retry shortly")
+
+
+def shutdown_of(cancel: asyncio.CancelledError) -> ShuttingDown | None:
+    """The ``ShuttingDown`` a cancellation stands for (the drain's), with the task's cancel
+    request taken back so the stream can still write its end; None for any other cancel."""
+    if cancel.args[:1] != (SHUTDOWN,):
+        return None
+    uncancel = getattr(asyncio.current_task(), "uncancel", None)  # Python 3.11+
+    if uncancel is not None:
+        uncancel()
+    return shutting_down()
 
 
 class UpstreamLost(UpstreamUnavailable):

@@ -19,6 +19,7 @@ from gateway.errors import GatewayError, ModelNotFound, RateLimited
 from gateway.families.base import Family
 from gateway.families.registry import get_family
 from gateway.families.vocabulary import Vocabulary
+from gateway.media.decoder import Decoder
 from gateway.media.fetch import MediaFetcher
 from gateway.media.identity import ExtraIdRegistry
 from gateway.media.offload import Offloader, OffloadLimits
@@ -153,7 +154,9 @@ class Runtime:
     clients: dict[str, TritonBackend]
     fetcher: MediaFetcher
     extra_ids: ExtraIdRegistry
-    offload: Offloader  # media decoding: worker processes, bounded, a time budget per item
+    # Media decoding: worker processes, bounded, a time budget per item (``mmgw serve``), or
+    # the in-process decoder of in-process tests.
+    offload: Decoder
     embedded: EmbeddedReplicas | None = None
     # The app's metrics; the media plane reports through its hooks (``media_fetched``...).
     metrics: GatewayMetrics = field(default_factory=GatewayMetrics)
@@ -283,10 +286,13 @@ async def build_runtime(
     settings: Settings,
     metrics: GatewayMetrics | None = None,
     connect: Callable[[str], TritonBackend] | None = None,
+    decoder: Decoder | None = None,
 ) -> Runtime:
     """Launch the embedded Triton if needed, connect, and read every model's contract.
 
-    ``connect`` makes the backend for one Triton URL (tests pass an in-process fake)."""
+    ``connect`` makes the backend for one Triton URL (tests pass an in-process fake);
+    ``decoder`` decodes media (None: the worker processes, started here; in-process tests
+    pass ``media.decoder.InProcessDecoder``)."""
     metrics = metrics or GatewayMetrics()
     embedded = None
     if settings.needs_embedded:
@@ -340,7 +346,7 @@ async def build_runtime(
         clients=clients,
         fetcher=fetcher,
         extra_ids=ExtraIdRegistry(),
-        offload=await _start_offload(settings.decode.offload_limits()),
+        offload=decoder or await _start_offload(settings.decode.offload_limits()),
         embedded=embedded,
         metrics=metrics,
     )

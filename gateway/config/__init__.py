@@ -1,6 +1,6 @@
 """The gateway's settings, loaded once and passed in: ``settings.py`` (the top-level sections
 and loading), ``limits.py`` (request limits by concern), ``models.py`` (served models),
-``responses.py`` (the stored responses' file and retention), ``realtime.py`` (live
+``response_store.py`` (the stored responses' file and retention), ``realtime.py`` (live
 transcription sessions' bounds)."""
 
 from gateway.config.guides import GuideSettings
@@ -23,7 +23,7 @@ from gateway.config.models import (
     default_models,
 )
 from gateway.config.realtime import RealtimeSettings
-from gateway.config.responses import ResponsesSettings
+from gateway.config.response_store import ResponsesSettings
 from gateway.config.settings import (
     DEFAULT_HOST,
     DEFAULT_PORT,

@@ -33,7 +33,7 @@ from gateway.config.limits import (
 )
 from gateway.config.models import ServedModel, default_models
 from gateway.config.realtime import RealtimeSettings
-from gateway.config.responses import ResponsesSettings
+from gateway.config.response_store import ResponsesSettings
 from gateway.triton.embedded import (
     DEFAULT_READY_TIMEOUT_S,
     DEFAULT_START_ATTEMPTS,

@@ -16,6 +16,7 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -105,7 +106,7 @@ def output_size(height: int, width: int, spec: PixelSpec) -> tuple[int, int]:
     return (new_long, new_short) if width <= height else (new_short, new_long)
 
 
-def center_crop(array: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+def center_crop(array: np.ndarray[Any, Any], size: tuple[int, int]) -> np.ndarray[Any, Any]:
     """Centre-crop an [H, W, C] array to ``size``, zero-padding sides that are too short.
 
     The offsets use HF's ``center_crop`` arithmetic (floor division, then ceil padding), so a
@@ -125,8 +126,8 @@ def center_crop(array: np.ndarray, size: tuple[int, int]) -> np.ndarray:
 
 
 def preprocess(
-    image: Image.Image, spec: PixelSpec, dtype: type[np.floating] = np.float32
-) -> np.ndarray:
+    image: Image.Image, spec: PixelSpec, dtype: type[np.floating[Any]] = np.float32
+) -> np.ndarray[Any, Any]:
     """One image -> [C, H, W] (C is 3 after RGB conversion), as HF's PIL backend does.
 
     HF computes in float32; ``dtype=np.float16`` gives those values cast to fp16 (the wire
@@ -146,7 +147,7 @@ def preprocess(
     return np.ascontiguousarray(pixels.transpose(2, 0, 1), dtype=dtype)
 
 
-def _normalise(pixels: np.ndarray, spec: PixelSpec) -> np.ndarray:
+def _normalise(pixels: np.ndarray[Any, Any], spec: PixelSpec) -> np.ndarray[Any, Any]:
     """HF's arithmetic: rescale in float64 then cast to float32, normalise in float32."""
     if spec.rescale_factor is not None:
         pixels = (pixels.astype(np.float64) * spec.rescale_factor).astype(np.float32)
@@ -160,7 +161,7 @@ def _normalise(pixels: np.ndarray, spec: PixelSpec) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=32)
-def _table(spec: PixelSpec, channels: int, dtype: np.dtype) -> np.ndarray:
+def _table(spec: PixelSpec, channels: int, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
     """``_normalise`` of every uint8 value, per channel, in float32 then cast to ``dtype``."""
     levels = np.repeat(np.arange(256, dtype=np.uint8)[:, np.newaxis], channels, axis=1)
     table = _normalise(levels, spec).astype(np.float32, copy=False)
@@ -168,8 +169,8 @@ def _table(spec: PixelSpec, channels: int, dtype: np.dtype) -> np.ndarray:
 
 
 def _normalise_by_table(
-    array: np.ndarray, spec: PixelSpec, dtype: type[np.floating] = np.float32
-) -> np.ndarray:
+    array: np.ndarray[Any, Any], spec: PixelSpec, dtype: type[np.floating[Any]] = np.float32
+) -> np.ndarray[Any, Any]:
     """``_normalise`` for uint8 pixels as a lookup, written straight into [C, H, W] order.
 
     The same float operations on the same values give the same bits, so this equals the
@@ -208,7 +209,7 @@ def _resize(image: Image.Image, spec: PixelSpec) -> tuple[Image.Image, bool]:
     return image.resize((crop[1], crop[0]), resample=spec.resample, box=box), True
 
 
-def to_fp16_batch(arrays: Sequence[np.ndarray]) -> np.ndarray:
+def to_fp16_batch(arrays: Sequence[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
     """Per-image [3, H, W] arrays -> the fp16 ``image_input`` tensor [1, n, 3, H, W]."""
     if not arrays:
         raise ValueError("no images to stack")
@@ -217,7 +218,8 @@ def to_fp16_batch(arrays: Sequence[np.ndarray]) -> np.ndarray:
         raise ValueError(f"images must share one shape to stack, got {sorted(shapes)}")
     if len(arrays) == 1 and arrays[0].dtype == np.float16 and arrays[0].flags.c_contiguous:
         return arrays[0][np.newaxis, np.newaxis]  # one image prepared in fp16: a view, no copy
-    return np.stack(arrays).astype(np.float16, copy=False)[np.newaxis]  # one copy, not two
+    stacked: np.ndarray[Any, Any] = np.stack(arrays).astype(np.float16, copy=False)  # one copy
+    return stacked[np.newaxis]
 
 
 def resize_to_fit(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 from PIL import Image
@@ -47,7 +47,7 @@ ONE_RAW_IMAGE = (
 )
 
 
-SpeechFinder = Callable[[np.ndarray], Sequence[tuple[int, int]]]
+SpeechFinder = Callable[[np.ndarray[Any, Any]], Sequence[tuple[int, int]]]
 
 
 @dataclass(frozen=True)
@@ -194,7 +194,7 @@ class Family:
     def plan(
         self,
         draft: GenerationRequest,
-        audio: np.ndarray | None = None,
+        audio: np.ndarray[Any, Any] | None = None,
         speech: SpeechOptions | None = None,
     ) -> Plan:
         """The Triton calls for one request: here, ``draft`` itself on the text contract."""
@@ -202,11 +202,11 @@ class Family:
             self.check_speech(speech, draft.sampling)
         return Plan((draft,))
 
-    def prepare_image(self, image: Image.Image) -> np.ndarray:
+    def prepare_image(self, image: Image.Image) -> np.ndarray[Any, Any]:
         """One decoded RGB image -> the per-image array this family's tensor holds."""
         raise InvalidRequest(f"model family '{self.name}' does not accept images")
 
-    def stack_images(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
+    def stack_images(self, arrays: Sequence[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
         """Per-image arrays -> the wire tensor, batch dimension first."""
         raise InvalidRequest(f"model family '{self.name}' does not accept images")
 
@@ -214,11 +214,11 @@ class Family:
         """A stable description of the pixel processing, folded into the content digest."""
         return f"{self.name}:{self.image_tensor}"
 
-    def prepare_video(self, frames: np.ndarray) -> np.ndarray:
+    def prepare_video(self, frames: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         """Sampled uint8 frames [n, H, W, 3] -> the per-video array this family sends."""
         raise InvalidRequest(f"model family '{self.name}' does not accept video")
 
-    def stack_video(self, video: np.ndarray) -> np.ndarray:
+    def stack_video(self, video: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         """One prepared video -> the wire tensor, batch dimension first."""
         raise InvalidRequest(f"model family '{self.name}' does not accept video")
 
@@ -270,7 +270,7 @@ class Family:
             or (audios and not self.accepts_audio)
         )
 
-    def image_sizes(self, sizes: Sequence[tuple[int, int]]) -> np.ndarray | None:
+    def image_sizes(self, sizes: Sequence[tuple[int, int]]) -> np.ndarray[Any, Any] | None:
         """Original (height, width) per image -> the sizes tensor [1, n, 2], if the family
         has one (``image_sizes_tensor``)."""
         if self.image_sizes_tensor is None:

@@ -16,7 +16,6 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from gateway.families.tool_formats.base import ToolCallDelta
 from gateway.protocol.common import UsageCounts
 
 Task = Literal["transcribe", "translate"]
@@ -68,14 +67,16 @@ class GenerationRequest:
     beam_width: int | None = 1
     prompt_table_extra_id: int | None = None
     stop_words: Sequence[str] = ()
-    images: tuple[str, np.ndarray] | None = None  # (tensor name, wire array with batch dim)
+    images: tuple[str, np.ndarray[Any, Any]] | None = (
+        None  # (tensor name, wire array with batch dim)
+    )
     # The original image sizes some encoders need (LLaVA-NeXT, Phi-3-vision): (name, array).
-    image_sizes: tuple[str, np.ndarray] | None = None
+    image_sizes: tuple[str, np.ndarray[Any, Any]] | None = None
     decoder_text_input: str | None = None  # encoder-decoder engines: the decoder's prompt
     lora_task_id: int | None = None
     # Sent with the first request of a task id only; the server caches them after that.
-    lora_weights: np.ndarray | None = None
-    lora_config: np.ndarray | None = None
+    lora_weights: np.ndarray[Any, Any] | None = None
+    lora_config: np.ndarray[Any, Any] | None = None
     guide: Guide | None = None  # structured output: sent as guided_decoding_guide(_type)
     extra_flags: Sequence[str] = (
         "return_num_input_tokens",
@@ -89,7 +90,7 @@ class OutputReader(Protocol):
 
     tokens: int  # tokens the model wrote so far (for max_tokens and usage)
 
-    def feed(self, outputs: Mapping[str, np.ndarray]) -> str: ...
+    def feed(self, outputs: Mapping[str, np.ndarray[Any, Any]]) -> str: ...
 
     def close(self) -> Any: ...
 
@@ -103,7 +104,7 @@ class NamedCall:
     whichever sampling inputs it declares.
     """
 
-    arrays: Mapping[str, np.ndarray]
+    arrays: Mapping[str, np.ndarray[Any, Any]]
     outputs: tuple[str, ...]
     reader: Callable[[], OutputReader]
     suffix: str = ""  # appended to the request id, so each call is traceable in Triton
@@ -169,17 +170,6 @@ class Scored:
 
     def __bool__(self) -> bool:
         return bool(self.text or self.tokens)
-
-
-@dataclass(frozen=True)
-class Choice:
-    """One item of choice ``index``: a text piece, a tool call's piece, or its ``Outcome``."""
-
-    index: int
-    item: str | Scored | ToolCallDelta | Outcome
-
-    def __bool__(self) -> bool:
-        return True
 
 
 @dataclass(frozen=True)

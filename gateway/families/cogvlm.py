@@ -27,6 +27,7 @@ request, and one is required: the visual expert layers read the image positions.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -92,10 +93,10 @@ class CogVLM(Family):
                 pieces.append(turn.text)
         return "".join(pieces)
 
-    def prepare_image(self, image: Image.Image) -> np.ndarray:
+    def prepare_image(self, image: Image.Image) -> np.ndarray[Any, Any]:
         return preprocess(image, SQUARE_490_CLIP)
 
-    def stack_images(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
+    def stack_images(self, arrays: Sequence[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
         return to_fp16_batch(list(arrays))
 
     def processing_options(self) -> str:

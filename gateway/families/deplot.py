@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -30,11 +31,12 @@ PATCH = 16
 DEPTH = 2 + 3 * PATCH * PATCH  # row id, column id, then RGB values
 
 
-def standardise(pixels: np.ndarray) -> np.ndarray:
+def standardise(pixels: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """Per-image standardisation: (x - mean) / max(std, 1 / sqrt(elements)), in float32."""
     pixels = pixels.astype(np.float32)
     std = max(float(np.std(pixels)), 1.0 / math.sqrt(pixels.size))
-    return (pixels - np.mean(pixels)) / np.float32(std)
+    centred: np.ndarray[Any, Any] = pixels - np.mean(pixels)
+    return centred / np.float32(std)
 
 
 def patch_grid(height: int, width: int, max_patches: int = MAX_PATCHES) -> tuple[int, int]:
@@ -45,7 +47,7 @@ def patch_grid(height: int, width: int, max_patches: int = MAX_PATCHES) -> tuple
     return rows, cols
 
 
-def _resize_channels(pixels: np.ndarray, height: int, width: int) -> np.ndarray:
+def _resize_channels(pixels: np.ndarray[Any, Any], height: int, width: int) -> np.ndarray[Any, Any]:
     """Antialiased bilinear resize of a float32 [H, W, C] array, channel by channel."""
     channels = [
         np.asarray(
@@ -58,7 +60,7 @@ def _resize_channels(pixels: np.ndarray, height: int, width: int) -> np.ndarray:
     return np.stack(channels, axis=-1)
 
 
-def flattened_patches(image: Image.Image, max_patches: int = MAX_PATCHES) -> np.ndarray:
+def flattened_patches(image: Image.Image, max_patches: int = MAX_PATCHES) -> np.ndarray[Any, Any]:
     """float32 [max_patches, 770]: ids and pixels per patch, row by row, zero-padded."""
     pixels = standardise(np.asarray(convert_rgb(image)))
     rows, cols = patch_grid(pixels.shape[0], pixels.shape[1], max_patches)
@@ -90,10 +92,10 @@ class Deplot(Family):
         require_final_user_turn(conversation)
         return ""  # the encoder reads the image alone (see the module docstring)
 
-    def prepare_image(self, image: Image.Image) -> np.ndarray:
+    def prepare_image(self, image: Image.Image) -> np.ndarray[Any, Any]:
         return flattened_patches(image)
 
-    def stack_images(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
+    def stack_images(self, arrays: Sequence[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
         if len(arrays) != 1:
             raise ValueError("Deplot takes one image per request")
         return arrays[0].astype(np.float16)[np.newaxis, np.newaxis]  # [1, 1, 2048, 770]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -47,7 +48,7 @@ def features_for(height: int, width: int) -> int:
     return rows * (cols + 1)
 
 
-def preprocess_fuyu(image: Image.Image) -> np.ndarray:
+def preprocess_fuyu(image: Image.Image) -> np.ndarray[Any, Any]:
     """float32 [3, H, W] with H, W the fitted size rounded up to whole patches."""
     image = convert_rgb(image)
     height, width = fitted_size(image.height, image.width)
@@ -75,10 +76,10 @@ class Fuyu(Family):
     def render(self, conversation: Conversation) -> str:
         return render_completion(conversation, "")
 
-    def prepare_image(self, image: Image.Image) -> np.ndarray:
+    def prepare_image(self, image: Image.Image) -> np.ndarray[Any, Any]:
         return preprocess_fuyu(image)
 
-    def stack_images(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
+    def stack_images(self, arrays: Sequence[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
         if len(arrays) != 1:
             raise ValueError("Fuyu takes one image per request")
         return arrays[0].astype(np.float16)[np.newaxis, np.newaxis]

@@ -22,6 +22,7 @@ the deployment's preprocessing splits every prompt at its one image slot.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -63,10 +64,10 @@ class InternLMXComposer2(Family):
         pieces.append(f"{START}assistant\n")
         return "".join(pieces)
 
-    def prepare_image(self, image: Image.Image) -> np.ndarray:
+    def prepare_image(self, image: Image.Image) -> np.ndarray[Any, Any]:
         return preprocess(image, SQUARE_490_CLIP)
 
-    def stack_images(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
+    def stack_images(self, arrays: Sequence[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
         return to_fp16_batch(list(arrays))
 
     def processing_options(self) -> str:

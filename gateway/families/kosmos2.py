@@ -10,6 +10,7 @@ text gets NVIDIA's runner prompt ``<grounding>An image of``. ``<grounding>`` and
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -63,10 +64,10 @@ class Kosmos2(Family):
     def render(self, conversation: Conversation) -> str:
         return render_completion(conversation, DEFAULT_PROMPT)
 
-    def prepare_image(self, image: Image.Image) -> np.ndarray:
+    def prepare_image(self, image: Image.Image) -> np.ndarray[Any, Any]:
         return preprocess(image, CLIP_224)
 
-    def stack_images(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
+    def stack_images(self, arrays: Sequence[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
         return to_fp16_batch(list(arrays))
 
     def processing_options(self) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -63,7 +64,7 @@ def fitted_size(height: int, width: int, canvas: tuple[int, int]) -> tuple[int, 
 
 def anyres_patches(
     image: Image.Image, pinpoints: Sequence[tuple[int, int]] = GRID_PINPOINTS
-) -> list[np.ndarray]:
+) -> list[np.ndarray[Any, Any]]:
     """uint8 [H, W, 3] patches: the whole image at 336 x 336, then the tiles row by row."""
     image = convert_rgb(image)
     canvas = best_resolution(image.height, image.width, pinpoints)
@@ -126,11 +127,11 @@ class LlavaNext(Family):
                 pieces.append(f"[INST] {turn.text}")
         return "".join(pieces)
 
-    def prepare_image(self, image: Image.Image) -> np.ndarray:
+    def prepare_image(self, image: Image.Image) -> np.ndarray[Any, Any]:
         patches = anyres_patches(image)
         return np.stack([preprocess(Image.fromarray(p), CLIP_336) for p in patches])
 
-    def stack_images(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
+    def stack_images(self, arrays: Sequence[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
         if len(arrays) != 1:
             raise ValueError("LLaVA-NeXT takes one image per request")
         return to_fp16_batch(list(arrays[0]))

@@ -11,6 +11,7 @@ frames with their shorter side at most 384, which the processor's 384 x 384 resi
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -58,25 +59,25 @@ class LlavaOnevision(Family):
                 pieces.append(f"{END_OF_TURN}<|im_start|>assistant\n{turn.text}{END_OF_TURN}")
         return "".join(pieces)
 
-    def prepare_image(self, image: Image.Image) -> np.ndarray:
+    def prepare_image(self, image: Image.Image) -> np.ndarray[Any, Any]:
         return np.asarray(resize_to_fit(image, MAX_SIDE).convert("RGB"), dtype=np.uint8)
 
-    def stack_images(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
+    def stack_images(self, arrays: Sequence[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
         return stack_letterboxed(arrays)[np.newaxis]
 
     def processing_options(self) -> str:
         return f"llava_onevision:raw:max_side={MAX_SIDE}"
 
-    def prepare_video(self, frames: np.ndarray) -> np.ndarray:
+    def prepare_video(self, frames: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8:
             raise ValueError(f"frames must be uint8 [n, H, W, 3], got {frames.shape}")
         return frames
 
-    def stack_video(self, video: np.ndarray) -> np.ndarray:
+    def stack_video(self, video: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         return video[np.newaxis]  # [1, frames, H, W, 3]
 
 
-def stack_letterboxed(arrays: Sequence[np.ndarray]) -> np.ndarray:
+def stack_letterboxed(arrays: Sequence[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
     """Stack [H, W, 3] images into [n, H, W, 3]; smaller ones centred on black.
 
     The contract's tensor holds one H and W for all images of a request, so images of

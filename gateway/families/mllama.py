@@ -19,7 +19,7 @@ them; Instruct turns end with ``<|eot_id|>``, sent as a stop word so the server 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from PIL import Image
@@ -102,10 +102,10 @@ class Mllama(Family):
         pieces.append(_header("assistant"))
         return "".join(pieces)
 
-    def prepare_image(self, image: Image.Image) -> np.ndarray:
+    def prepare_image(self, image: Image.Image) -> np.ndarray[Any, Any]:
         return np.asarray(resize_to_fit(image, MAX_SIDE).convert("RGB"), dtype=np.uint8)
 
-    def stack_images(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
+    def stack_images(self, arrays: Sequence[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
         return stack_letterboxed(arrays)[np.newaxis]
 
     def processing_options(self) -> str:

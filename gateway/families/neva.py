@@ -14,6 +14,7 @@ One image per request, and one is required (the template always has its slot).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -52,10 +53,10 @@ class Neva(Family):
         pieces.append(f"{TURN}Assistant\n")
         return "".join(pieces)
 
-    def prepare_image(self, image: Image.Image) -> np.ndarray:
+    def prepare_image(self, image: Image.Image) -> np.ndarray[Any, Any]:
         return preprocess(image, SIGLIP_384)
 
-    def stack_images(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
+    def stack_images(self, arrays: Sequence[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
         return to_fp16_batch(list(arrays))
 
     def processing_options(self) -> str:

@@ -19,6 +19,7 @@ one is required. No KV reuse (enc-dec).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -71,7 +72,7 @@ def _thumbnail(image: Image.Image) -> Image.Image:
     return image.resize((out_w, out_h), resample=Image.Resampling.BICUBIC, reducing_gap=2.0)
 
 
-def preprocess_page(image: Image.Image) -> np.ndarray:
+def preprocess_page(image: Image.Image) -> np.ndarray[Any, Any]:
     """float32 [3, 896, 672]."""
     image = _thumbnail(_resize_shorter(crop_margin(convert_rgb(image)), min(SIZE)))
     array = np.asarray(image)
@@ -104,10 +105,10 @@ class Nougat(Family):
         require_final_user_turn(conversation)
         return ""  # Nougat reads the page alone
 
-    def prepare_image(self, image: Image.Image) -> np.ndarray:
+    def prepare_image(self, image: Image.Image) -> np.ndarray[Any, Any]:
         return preprocess_page(image)
 
-    def stack_images(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
+    def stack_images(self, arrays: Sequence[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
         if len(arrays) != 1:
             raise ValueError("Nougat takes one image per request")
         return arrays[0].astype(np.float16)[np.newaxis, np.newaxis]

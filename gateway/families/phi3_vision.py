@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -72,7 +73,7 @@ def features_for(height: int, width: int) -> int:
     return (rows * cols + 1) * 144 + 1 + (rows + 1) * 12
 
 
-def _cubic_taps(in_size: int, out_size: int) -> tuple[np.ndarray, np.ndarray]:
+def _cubic_taps(in_size: int, out_size: int) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     """Source indices [4, out] and weights [4, out] of torch's bicubic interpolation
     (a = -0.75, half-pixel centres, edge indices clamped, no antialias)."""
     src = (np.arange(out_size) + 0.5) * (in_size / out_size) - 0.5
@@ -91,7 +92,7 @@ def _cubic_taps(in_size: int, out_size: int) -> tuple[np.ndarray, np.ndarray]:
     return indices, weights.astype(np.float32)
 
 
-def global_view(pixels: np.ndarray) -> np.ndarray:
+def global_view(pixels: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """[3, H, W] -> [3, 336, 336], bicubic without antialias (torch's ``interpolate``):
     four taps per output row, then four per column."""
     rows, row_w = _cubic_taps(pixels.shape[1], CROP)
@@ -101,7 +102,7 @@ def global_view(pixels: np.ndarray) -> np.ndarray:
     return np.asarray(out, dtype=np.float32)
 
 
-def preprocess_hd(image: Image.Image) -> np.ndarray:
+def preprocess_hd(image: Image.Image) -> np.ndarray[Any, Any]:
     """float32 [17, 3, 336, 336]: the global view, the crops row by row, zero crops."""
     hd = np.asarray(hd_image(convert_rgb(image)))
     pixels = hd.astype(np.float32) / np.float32(255)
@@ -143,15 +144,15 @@ class Phi3Vision(Family):
         pieces.append("<|assistant|>\n")
         return "".join(pieces)
 
-    def prepare_image(self, image: Image.Image) -> np.ndarray:
+    def prepare_image(self, image: Image.Image) -> np.ndarray[Any, Any]:
         return preprocess_hd(image)
 
-    def stack_images(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
+    def stack_images(self, arrays: Sequence[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
         if len(arrays) != 1:
             raise ValueError("Phi-3-vision takes one image per request")
         return arrays[0].astype(np.float16)[np.newaxis]  # [1, 17, 3, 336, 336]
 
-    def image_sizes(self, sizes: Sequence[tuple[int, int]]) -> np.ndarray | None:
+    def image_sizes(self, sizes: Sequence[tuple[int, int]]) -> np.ndarray[Any, Any] | None:
         """The HD image's (height, width), which is what the encoder needs, not the original's."""
         hd = [hd_size(height, width) for height, width in sizes]
         return np.asarray(hd, dtype=np.int64).reshape(1, len(hd), 2)

@@ -14,6 +14,7 @@ positions (M-RoPE), so the KV-reuse key is not sent.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -65,12 +66,13 @@ class Qwen2VL(Family):
                 pieces.append(f"{END_OF_TURN}\n<|im_start|>assistant\n{turn.text}{END_OF_TURN}\n")
         return "".join(pieces)
 
-    def prepare_image(self, image: Image.Image) -> np.ndarray:
+    def prepare_image(self, image: Image.Image) -> np.ndarray[Any, Any]:
         resized = convert_rgb(image).resize((SIDE, SIDE), resample=Image.Resampling.BICUBIC)
         return np.asarray(resized, dtype=np.uint8)
 
-    def stack_images(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
-        return np.stack(arrays)[np.newaxis]  # [1, n, 504, 504, 3]
+    def stack_images(self, arrays: Sequence[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
+        stacked: np.ndarray[Any, Any] = np.stack(arrays)
+        return stacked[np.newaxis]  # [1, n, 504, 504, 3]
 
     def processing_options(self) -> str:
         return f"{self.name}:raw:{SIDE}x{SIDE}:bicubic"

@@ -14,6 +14,8 @@ assistant header and the SteerLM attribute line. Video only: images are refused.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from PIL import Image
 
@@ -54,12 +56,12 @@ class VideoNeva(Family):
         pieces.append(f"{TURN}Assistant\n{STEERLM}")
         return "".join(pieces)
 
-    def prepare_video(self, frames: np.ndarray) -> np.ndarray:
+    def prepare_video(self, frames: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8:
             raise ValueError(f"frames must be uint8 [n, H, W, 3], got {frames.shape}")
         return np.stack([preprocess(Image.fromarray(frame), CLIP_224) for frame in frames])
 
-    def stack_video(self, video: np.ndarray) -> np.ndarray:
+    def stack_video(self, video: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         return video.astype(np.float16)[np.newaxis]  # [1, frames, 3, 224, 224]
 
     def video_processing_options(self) -> str:

@@ -20,6 +20,7 @@ features are pooled 2 x 2 by the projector into 196 (14 x 14).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -84,10 +85,10 @@ class Vila(Family):
             pieces.append(text if index == 0 else f"USER: {text}")
         return "".join(pieces)
 
-    def prepare_image(self, image: Image.Image) -> np.ndarray:
+    def prepare_image(self, image: Image.Image) -> np.ndarray[Any, Any]:
         return preprocess(image, SIGLIP_384)
 
-    def stack_images(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
+    def stack_images(self, arrays: Sequence[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
         return to_fp16_batch(list(arrays))
 
     def processing_options(self) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from tokenizers import Tokenizer
@@ -37,7 +38,7 @@ class Vocabulary:
     def _decode(self, token_id: int) -> str:
         return self._tokenizer.decode([token_id], skip_special_tokens=False)
 
-    def top(self, logits: np.ndarray, count: int) -> tuple[tuple[str, float], ...]:
+    def top(self, logits: np.ndarray[Any, Any], count: int) -> tuple[tuple[str, float], ...]:
         """The ``count`` most likely tokens under ``log_softmax(logits)``, most likely first.
 
         The softmax runs over the whole row (an engine's padded vocabulary included, whose

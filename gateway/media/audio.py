@@ -57,7 +57,7 @@ def sniff_audio(data: bytes) -> str | None:
     return None
 
 
-def decode_audio(data: bytes, limits: AudioLimits) -> np.ndarray:
+def decode_audio(data: bytes, limits: AudioLimits) -> np.ndarray[Any, Any]:
     """The first audio stream as mono float32 samples at 16 kHz, shape ``[samples]``.
 
     Raises UnsupportedMedia (container or codec not allowed), MediaTooLarge (bytes or
@@ -86,7 +86,7 @@ def decode_audio(data: bytes, limits: AudioLimits) -> np.ndarray:
     return samples
 
 
-def _decode(container: Any, limits: AudioLimits) -> np.ndarray:
+def _decode(container: Any, limits: AudioLimits) -> np.ndarray[Any, Any]:
     if not container.streams.audio:
         raise UnsupportedMedia("The media has no audio stream.")
     stream = container.streams.audio[0]
@@ -96,7 +96,7 @@ def _decode(container: Any, limits: AudioLimits) -> np.ndarray:
         _check_duration(container.duration / pyav().time_base, limits)
     max_samples = int(limits.max_duration_s * SAMPLE_RATE) + 1
     resampler = pyav().AudioResampler(format="fltp", rate=SAMPLE_RATE)  # channels kept
-    chunks: list[np.ndarray] = []
+    chunks: list[np.ndarray[Any, Any]] = []
     total = 0
     for frame in container.decode(stream):
         for converted in resampler.resample(frame):
@@ -112,10 +112,13 @@ def _decode(container: Any, limits: AudioLimits) -> np.ndarray:
     return samples.astype(np.float32, copy=False)
 
 
-def _mono(frame: Any) -> np.ndarray:
+def _mono(frame: Any) -> np.ndarray[Any, Any]:
     """A planar float frame [channels, samples] -> the channel mean [samples]."""
-    planes = frame.to_ndarray()
-    return planes[0] if planes.shape[0] == 1 else planes.mean(axis=0, dtype=np.float32)
+    planes: np.ndarray[Any, Any] = frame.to_ndarray()
+    mono: np.ndarray[Any, Any] = (
+        planes[0] if planes.shape[0] == 1 else planes.mean(axis=0, dtype=np.float32)
+    )
+    return mono
 
 
 def _check_duration(seconds: float, limits: AudioLimits) -> None:

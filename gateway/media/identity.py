@@ -22,7 +22,7 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -42,7 +42,7 @@ class Hasher(Protocol):
 _VERSION = 1  # bump when the framing changes, so old and new ids never meet
 
 
-def _frame(hasher: Hasher, tag: bytes, payload: bytes | np.ndarray) -> None:
+def _frame(hasher: Hasher, tag: bytes, payload: bytes | np.ndarray[Any, Any]) -> None:
     """One field: a one-byte-length tag, an 8-byte length, then the payload (any C buffer)."""
     size = payload.nbytes if isinstance(payload, np.ndarray) else len(payload)
     hasher.update(len(tag).to_bytes(1, "big") + tag + size.to_bytes(8, "big"))
@@ -74,7 +74,7 @@ def _frame_options(hasher: Hasher, options: Mapping[str, str | int | float] | st
         _frame(hasher, b"value:" + tag, payload)
 
 
-def _frame_array(hasher: Hasher, array: np.ndarray) -> None:
+def _frame_array(hasher: Hasher, array: np.ndarray[Any, Any]) -> None:
     """dtype (little-endian form), shape, then the C-contiguous bytes."""
     if array.dtype.hasobject:
         raise TypeError("object arrays have no stable byte form to hash")
@@ -90,7 +90,7 @@ def content_digest(
     *,
     model: str,
     options: Mapping[str, str | int | float] | str,
-    arrays: Sequence[np.ndarray],
+    arrays: Sequence[np.ndarray[Any, Any]],
     kinds: Sequence[str] | None = None,
     salt: str | bytes = b"",
 ) -> bytes:

@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from gateway.errors import (
     MediaTimeout,
@@ -143,7 +143,7 @@ class Offloader:
                 log.error("media worker %d died mid-item too (the retry of %s)", again.pid, what)
                 raise _worker_failed(what) from None
         if ok:
-            return value
+            return cast(T, value)  # the job's own result, through a pickle or a thread
         raise value
 
     async def _attempt(

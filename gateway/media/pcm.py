@@ -17,7 +17,7 @@ uploaded files here still go through (``audio.py``).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -28,7 +28,7 @@ FORMATS: dict[PcmFormat, int] = {"audio/pcm": 24_000, "audio/pcmu": 8_000, "audi
 TARGET_RATE = 16_000
 
 
-def _mulaw_table() -> np.ndarray:
+def _mulaw_table() -> np.ndarray[Any, Any]:
     """ITU-T G.711 mu-law: each of the 256 codes as a 16-bit sample."""
     codes = ~np.arange(256, dtype=np.int32) & 0xFF
     sign, exponent, mantissa = codes & 0x80, (codes >> 4) & 0x07, codes & 0x0F
@@ -36,7 +36,7 @@ def _mulaw_table() -> np.ndarray:
     return np.where(sign != 0, -magnitude, magnitude).astype(np.int16)
 
 
-def _alaw_table() -> np.ndarray:
+def _alaw_table() -> np.ndarray[Any, Any]:
     """ITU-T G.711 A-law: each of the 256 codes as a 16-bit sample."""
     codes = np.arange(256, dtype=np.int32) ^ 0x55
     sign, exponent, mantissa = codes & 0x80, (codes >> 4) & 0x07, codes & 0x0F
@@ -62,7 +62,7 @@ class PcmStream:
     def bytes_per_second(self) -> int:
         return self.rate * (2 if self.format == "audio/pcm" else 1)
 
-    def feed(self, data: bytes) -> np.ndarray:
+    def feed(self, data: bytes) -> np.ndarray[Any, Any]:
         """The 16 kHz samples ``data`` completes (int16; possibly empty)."""
         samples = self._samples(data)
         if self.rate == 24_000:
@@ -73,7 +73,7 @@ class PcmStream:
         """Forget a partial sample or group (the buffer was cleared)."""
         self._odd_byte, self._pending = b"", np.zeros(0, np.int16)
 
-    def _samples(self, data: bytes) -> np.ndarray:
+    def _samples(self, data: bytes) -> np.ndarray[Any, Any]:
         if self.format == "audio/pcm":
             data = self._odd_byte + data
             whole = len(data) - len(data) % 2
@@ -81,7 +81,7 @@ class PcmStream:
             return np.frombuffer(data[:whole], dtype="<i2").astype(np.int16)
         return _TABLES[self.format][np.frombuffer(data, dtype=np.uint8)]
 
-    def _from_24k(self, samples: np.ndarray) -> np.ndarray:
+    def _from_24k(self, samples: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         samples = np.concatenate([self._pending, samples])
         groups = samples.size // 3
         self._pending = samples[groups * 3 :]
@@ -91,7 +91,7 @@ class PcmStream:
         out[:, 1] = (triples[:, 1] + triples[:, 2]) // 2
         return out.reshape(-1).astype(np.int16)
 
-    def _from_8k(self, samples: np.ndarray) -> np.ndarray:
+    def _from_8k(self, samples: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         samples = np.concatenate([self._pending, samples])
         if samples.size < 2:
             self._pending = samples

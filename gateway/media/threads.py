@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from gateway.errors import MediaTimeout
 from gateway.media import limits
@@ -136,7 +136,7 @@ class ThreadLane:
                 "this server allows per item."
             ) from None
         if ok:
-            return value
+            return cast(T, value)  # the job's own result, through a pickle or a thread
         raise value
 
     def _finished(self, future: asyncio.Future[Any]) -> None:

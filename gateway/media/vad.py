@@ -25,7 +25,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -165,7 +165,7 @@ class TurnDetector:
     def speaking(self) -> bool:
         return self._speaking
 
-    def feed(self, samples: np.ndarray) -> list[Turn]:
+    def feed(self, samples: np.ndarray[Any, Any]) -> list[Turn]:
         """The turns the frames completed by ``samples`` (int16 or float32 at 16 kHz)."""
         if samples.dtype == np.int16:
             samples = samples.astype(np.float32) / 32768.0
@@ -210,7 +210,7 @@ class TurnDetector:
 
 
 def speech_spans(
-    samples: np.ndarray, config: TurnDetection, detector: SpeechProbability | None = None
+    samples: np.ndarray[Any, Any], config: TurnDetection, detector: SpeechProbability | None = None
 ) -> list[tuple[int, int]]:
     """``[start, end)`` sample spans of speech in a whole 16 kHz clip (the last one ends at
     the clip's end when speech is still going on there)."""

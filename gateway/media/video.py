@@ -136,7 +136,7 @@ def sample_indices(total_frames: int, duration_s: float, sampling: FrameSampling
     return [round(i * (total_frames - 1) / (count - 1)) for i in range(count)]
 
 
-def decode_video(data: bytes, limits: VideoLimits, sampling: FrameSampling) -> np.ndarray:
+def decode_video(data: bytes, limits: VideoLimits, sampling: FrameSampling) -> np.ndarray[Any, Any]:
     """Sampled frames as uint8 ``[frames, H, W, 3]`` RGB.
 
     Raises UnsupportedMedia (container or codec not allowed), MediaTooLarge (a limit) or
@@ -165,7 +165,7 @@ def decode_video(data: bytes, limits: VideoLimits, sampling: FrameSampling) -> n
 
 def _sample(
     container: Any, spec: _Container, limits: VideoLimits, sampling: FrameSampling
-) -> np.ndarray:
+) -> np.ndarray[Any, Any]:
     if not container.streams.video:
         raise UnsupportedMedia("The media has no video stream.")
     stream = container.streams.video[0]
@@ -335,10 +335,12 @@ def output_size(width: int, height: int, max_short_side: int | None) -> tuple[in
     return max(1, round(width * scale)), max(1, round(height * scale))
 
 
-def _to_rgb(frame: Any, width: int, height: int) -> np.ndarray:
+def _to_rgb(frame: Any, width: int, height: int) -> np.ndarray[Any, Any]:
     """One frame to upright RGB at ``width`` x ``height`` (swscale: convert and scale in one)."""
     rotation = int(getattr(frame, "rotation", 0) or 0) % 360
-    array = frame.to_ndarray(format="rgb24", width=width, height=height, interpolation="BICUBIC")
+    array: np.ndarray[Any, Any] = frame.to_ndarray(
+        format="rgb24", width=width, height=height, interpolation="BICUBIC"
+    )
     if rotation:
         array = np.ascontiguousarray(np.rot90(array, k=rotation // 90))
     return array

@@ -18,6 +18,7 @@ caller offloads it to a media worker, under its memory cap and time budget.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -38,7 +39,7 @@ __all__ = ["decode_frame_list"]
 
 def decode_frame_list(
     frames: FrameList, limits: VideoLimits, sampling: FrameSampling
-) -> np.ndarray:
+) -> np.ndarray[Any, Any]:
     """Sampled frames as uint8 ``[frames, H, W, 3]`` RGB.
 
     Raises MediaURLError (``invalid_video_url``: an empty or non-base64 frame),
@@ -83,8 +84,7 @@ def _sampled_bytes(frames: FrameList, chosen: set[int], max_bytes: int) -> dict[
         try:
             data = decode_base64_payload(text, max_bytes, where)
         except MediaURLError as exc:
-            exc.code = "invalid_video_url"
-            raise
+            raise exc.revised(code="invalid_video_url") from exc
         total += len(data)
         if total > max_bytes:
             raise MediaTooLarge(
@@ -101,12 +101,10 @@ def _decode(data: bytes, index: int, count: int, limits: ImageLimits) -> Image.I
     try:
         return decode_image(data, limits)
     except MediaError as exc:
-        exc.message = f"frame {index + 1} of {count}: {exc.message}"
-        exc.args = (exc.message,)
-        raise
+        raise exc.revised(message=f"frame {index + 1} of {count}: {exc.message}") from exc
 
 
-def _rgb(image: Image.Image, width: int, height: int) -> np.ndarray:
+def _rgb(image: Image.Image, width: int, height: int) -> np.ndarray[Any, Any]:
     if image.size != (width, height):
         image = image.resize((width, height), Image.Resampling.BICUBIC)
     return np.asarray(image, dtype=np.uint8)

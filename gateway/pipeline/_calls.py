@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
 from gateway.errors import GatewayError
@@ -26,7 +26,7 @@ from gateway.observability.record import RequestRecord
 from gateway.pipeline._watchdog import SilenceWatch, as_timeout
 from gateway.streaming.text import CumulativeToDelta, StrippedDeltas
 from gateway.triton.backend import Route
-from gateway.triton.responses import output_arrays, text_response, token_scores
+from gateway.triton.outputs import output_arrays, text_response, token_scores
 from gateway.triton.tensors import named_inputs
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ class Run:
         self.outputs: list[Any] = []
         self.scored: list[TokenLogprob] = []  # tokens with log probs not yet taken (asked for)
         self.capped = False
-        self._streams: list[AsyncIterator[Any]] = []
+        self._streams: list[AsyncGenerator[Any, None]] = []
         self._tasks: list[asyncio.Task[None]] = []
 
     def pieces(self) -> AsyncGenerator[str, None]:
@@ -117,7 +117,7 @@ class Run:
         finally:
             record.replica = route.replica
 
-    def _open(self, call: NamedCall) -> AsyncIterator[Any]:
+    def _open(self, call: NamedCall) -> AsyncGenerator[Any, None]:
         served = self.prepared.served
         inputs = named_inputs(call, self.prepared.contract)
         return served.client.stream(
@@ -169,7 +169,7 @@ class Run:
         queue: asyncio.Queue[Any],
         slots: asyncio.Semaphore,
     ) -> None:
-        stream: AsyncIterator[Any] | None = None
+        stream: AsyncGenerator[Any, None] | None = None
         try:
             async with slots:
                 stream = self._open(call)
@@ -183,7 +183,7 @@ class Run:
             await queue.put(exc)
         finally:
             if stream is not None:
-                await stream.aclose()  # type: ignore[attr-defined]
+                await stream.aclose()
 
     def failed(self) -> None:
         """A failed call: a LoRA adapter sent by id alone may have been evicted."""
@@ -199,7 +199,7 @@ class Run:
                 await task
         self._tasks = []
         for stream in self._streams:
-            await stream.aclose()  # type: ignore[attr-defined]
+            await stream.aclose()
 
 
 def run(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from PIL import __version__ as _PILLOW_VERSION
@@ -57,7 +58,7 @@ class DigestInputs:
     kind: str
     salt: str = ""
 
-    def digest(self, arrays: list[np.ndarray]) -> bytes:
+    def digest(self, arrays: list[np.ndarray[Any, Any]]) -> bytes:
         """The digest of ``arrays`` (an image's: its source bytes as a uint8 array)."""
         return content_digest(
             model=self.model,
@@ -75,7 +76,7 @@ def image_digest_inputs(model: str, family: Family, draft: str, salt: str = "") 
     return DigestInputs(model, processing, IMAGE_SOURCE_KIND, salt)
 
 
-def source_array(data: bytes) -> np.ndarray:
+def source_array(data: bytes) -> np.ndarray[Any, Any]:
     """``data`` as the uint8 array the digest frames (a view: no copy)."""
     return np.frombuffer(data, dtype=np.uint8)
 
@@ -84,7 +85,7 @@ def source_array(data: bytes) -> np.ndarray:
 class PreparedItem:
     """One item ready for the family's tensor, and what it cost in the worker."""
 
-    array: np.ndarray
+    array: np.ndarray[Any, Any]
     decode_s: float
     preprocess_s: float
     pixels: int  # decoded pixels (width x height, summed over frames); 0 for audio

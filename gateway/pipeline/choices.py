@@ -1,24 +1,25 @@
 """Several choices of one request (``n``, or several prompts), relayed as one stream.
 
 Each choice is a relay of its own, a Triton request of its own (with its own seed); they run
-concurrently and their items come out as they arrive, tagged with the choice's index
-(``Choice``), each choice ending with its own ``Outcome``; the stream then ends with one
-``Outcome`` whose usage is their sum. Closing the stream closes every relay (and so cancels
-every Triton request): the choices are cancelled together.
+concurrently and their events come out as they arrive, each with its choice's ``index``,
+each choice ending with its own ``ChoiceDone``; the stream then ends with one ``Done`` whose
+usage is their sum. Closing the stream closes every relay (and so cancels every Triton
+request): the choices are cancelled together.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 
-from gateway.families.calls import Choice, FinishReason, Outcome, Scored
-from gateway.families.tool_formats.base import ToolCallDelta
+from typing_extensions import assert_never
+
+from gateway.errors import shutdown_of
+from gateway.families.calls import FinishReason, Outcome
+from gateway.families.events import ChoiceDone, Done, Relay, RelayEvent, TextDelta, ToolCallPiece
 from gateway.observability.record import RequestRecord
 from gateway.protocol.common import UsageCounts
-
-Events = AsyncIterator[str | Scored | ToolCallDelta | Outcome]
 
 
 def summed(outcomes: Sequence[Outcome]) -> Outcome:
@@ -36,18 +37,28 @@ def summed(outcomes: Sequence[Outcome]) -> Outcome:
     return Outcome(finish, usage)
 
 
-async def merged(
-    relays: Sequence[Events], record: RequestRecord | None = None
-) -> AsyncIterator[Choice | Outcome]:
-    """The relays' items as they come, as ``Choice``s; then their summed ``Outcome``."""
-    queue: asyncio.Queue[
-        tuple[int, str | Scored | ToolCallDelta | Outcome | BaseException | None]
-    ] = asyncio.Queue()
+def of_choice(event: RelayEvent, index: int) -> RelayEvent:
+    """One choice's event as choice ``index``'s (its ``Done`` becomes a ``ChoiceDone``)."""
+    match event:
+        case TextDelta(text, _, tokens):
+            return TextDelta(text, index, tokens)
+        case ToolCallPiece(delta, _):
+            return ToolCallPiece(delta, index)
+        case ChoiceDone(outcome, _) | Done(outcome):
+            return ChoiceDone(outcome, index)
+        case _:
+            assert_never(event)
 
-    async def pump(index: int, relay: Events) -> None:
+
+async def merged(relays: Sequence[Relay], record: RequestRecord | None = None) -> Relay:
+    """The relays' events as they come, each with its choice's index, every choice ending
+    with a ``ChoiceDone``; then one ``Done`` with their summed outcome."""
+    queue: asyncio.Queue[tuple[int, RelayEvent | BaseException | None]] = asyncio.Queue()
+
+    async def pump(index: int, relay: Relay) -> None:
         try:
-            async for item in relay:
-                await queue.put((index, item))
+            async for event in relay:
+                await queue.put((index, event))
             await queue.put((index, None))
         except Exception as exc:
             await queue.put((index, exc))
@@ -57,19 +68,26 @@ async def merged(
     ended = 0
     try:
         while ended < len(tasks):
-            index, item = await queue.get()
+            try:
+                index, item = await queue.get()
+            except asyncio.CancelledError as cancel:
+                shutdown = shutdown_of(cancel)
+                if shutdown is None:
+                    raise
+                raise shutdown from None
             if item is None:
                 ended += 1
                 continue
             if isinstance(item, BaseException):
                 raise item
-            if isinstance(item, Outcome):
-                outcomes[index] = item
-            yield Choice(index, item)
+            event = of_choice(item, index)
+            if isinstance(event, ChoiceDone):
+                outcomes[index] = event.outcome
+            yield event
         total = summed([outcomes[i] for i in sorted(outcomes)])
         if record is not None:
             record.set_usage(total.usage, total.finish_reason)
-        yield total
+        yield Done(total)
     finally:
         for task in tasks:
             task.cancel()
@@ -77,4 +95,4 @@ async def merged(
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         for relay in relays:
-            await relay.aclose()  # type: ignore[attr-defined]
+            await relay.aclose()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -40,7 +41,9 @@ class LogprobsAsked:
     def flags(self) -> tuple[str, ...]:
         return (LOG_PROBS_FLAG, LOGITS_FLAG) if self.top else (LOG_PROBS_FLAG,)
 
-    def token(self, text: str, log_prob: float | None, logits: np.ndarray | None) -> TokenLogprob:
+    def token(
+        self, text: str, log_prob: float | None, logits: np.ndarray[Any, Any] | None
+    ) -> TokenLogprob:
         """One streamed token, from what its response carried."""
         if log_prob is None:
             raise UpstreamFailed("Triton was asked for output_log_probs and returned none")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -27,8 +28,8 @@ CONFIG_FILE = "model.lora_config.npy"
 @dataclass(frozen=True)
 class LoraChoice:
     task_id: int
-    weights: np.ndarray | None = None  # with the first request of the id only
-    config: np.ndarray | None = None
+    weights: np.ndarray[Any, Any] | None = None  # with the first request of the id only
+    config: np.ndarray[Any, Any] | None = None
 
 
 def choose_adapter(served: ServedModel, requested: int | None) -> LoraAdapter | None:
@@ -47,7 +48,7 @@ def choose_adapter(served: ServedModel, requested: int | None) -> LoraAdapter | 
     )
 
 
-def load_adapter(folder: Path) -> tuple[np.ndarray, np.ndarray]:
+def load_adapter(folder: Path) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     """The converted adapter as the wire wants it: fp16 weights [1, n, size] and int32
     config [1, n, 3] (``hf_lora_convert.py`` writes them with the batch axis; add it if not)."""
     weights = np.load(folder / WEIGHTS_FILE, allow_pickle=False)

@@ -75,12 +75,12 @@ class PreparedMedia:
     """A request's media, ready for its family: the image or video tensor (by name) with its
     KV-reuse id, or an audio clip's samples (16 kHz mono float32) for a speech family."""
 
-    tensor: tuple[str, np.ndarray] | None
+    tensor: tuple[str, np.ndarray[Any, Any]] | None
     extra_id: int | None  # None: a 64-bit collision, so this request goes without reuse
     items: int
     # (tensor name, array) of the original image sizes, for families whose encoder needs them.
-    image_sizes: tuple[str, np.ndarray] | None = None
-    samples: np.ndarray | None = None
+    image_sizes: tuple[str, np.ndarray[Any, Any]] | None = None
+    samples: np.ndarray[Any, Any] | None = None
 
 
 def _accepts(family: Family, kind: MediaKind) -> bool:
@@ -221,7 +221,7 @@ async def prepare_media(
 
 async def _stack(
     family: Family, items: Sequence[PreparedItem], video: bool, digest: DigestInputs
-) -> tuple[np.ndarray, bytes]:
+) -> tuple[np.ndarray[Any, Any], bytes]:
     """The family's tensor and the content digest. A small single image is stacked here on
     the loop (one copy of well under a millisecond costs less than a hop to a thread and
     back); anything larger, and the hashing of several items, in a thread."""
@@ -229,7 +229,7 @@ async def _stack(
     hashed = items[0].digest if len(items) == 1 else None
     covered = [source_array(i.source) if i.source is not None else i.array for i in items]
 
-    def work() -> tuple[np.ndarray, bytes]:
+    def work() -> tuple[np.ndarray[Any, Any], bytes]:
         tensor = family.stack_video(arrays[0]) if video else family.stack_images(arrays)
         return tensor, hashed if hashed is not None else digest.digest(covered)
 
@@ -250,12 +250,11 @@ async def _prepare_audio(parts: Sequence[MediaPart], runtime: Runtime) -> Prepar
     try:
         item = await _decode(part, runtime, await _bytes(part, runtime), prepare_audio, limits)
     except GatewayError as exc:
-        exc.param = exc.param or part.where  # as every image and video part is named
-        raise
+        raise exc.located(part.where) from exc  # as every image and video part is named
     return PreparedMedia(None, None, 1, samples=item.array)
 
 
-async def decode_upload(data: bytes, runtime: Runtime) -> np.ndarray:
+async def decode_upload(data: bytes, runtime: Runtime) -> np.ndarray[Any, Any]:
     """An uploaded audio file -> 16 kHz mono samples, in the offload pool, within the limits."""
     metrics = runtime.metrics
     metrics.media_fetched("audio", 0.0, len(data))  # an upload: its bytes are already here
@@ -268,8 +267,7 @@ async def decode_upload(data: bytes, runtime: Runtime) -> np.ndarray:
             on_wait=lambda seconds: metrics.queued("decode", seconds),
         )
     except GatewayError as exc:
-        exc.param = exc.param or "file"  # the form field the upload came in
-        raise
+        raise exc.located("file") from exc  # the form field the upload came in
     metrics.media_decoded("audio", item.decode_s, 0)
     return item.array
 
@@ -327,8 +325,8 @@ async def _bytes(part: MediaPart, runtime: Runtime) -> bytes | FrameList:
             limit = runtime.settings.media.max_bytes
             data = decode_base64_payload(part.data or "", limit, "input_audio.data")
     except MediaURLError as exc:
-        exc.code = f"invalid_{part.kind}_url" if part.url is not None else "invalid_media"
-        raise
+        code = f"invalid_{part.kind}_url" if part.url is not None else "invalid_media"
+        raise exc.revised(code=code) from exc
     size = data.size if isinstance(data, FrameList) else len(data)
     runtime.metrics.media_fetched(part.kind, time.perf_counter() - started, size)
     phase("media.fetch", started, bytes=size)
@@ -369,9 +367,8 @@ def _successes(
         if isinstance(result, GatewayError):
             total = sum(1 for p in parts if p.kind == part.kind)
             number = sum(1 for p in parts[: index + 1] if p.kind == part.kind)
-            result.message = f"{part.kind} {number} of {total}: {result.message}"
-            result.param = result.param or part.where
-            raise result
+            message = f"{part.kind} {number} of {total}: {result.message}"
+            raise result.revised(message=message).located(part.where) from result
         if isinstance(result, BaseException):
             raise result
     return [r for r in results if isinstance(r, PreparedItem)]

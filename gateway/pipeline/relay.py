@@ -11,15 +11,16 @@ caller went away) closes the Triton streams, which cancels the requests upstream
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from gateway.errors import GatewayError, InvalidRequest
+from gateway.errors import GatewayError, InvalidRequest, shutdown_of
 from gateway.families.base import SpeechOptions
-from gateway.families.calls import FinishReason, GenerationRequest, Outcome, Plan, Scored
+from gateway.families.calls import FinishReason, GenerationRequest, Outcome, Plan
+from gateway.families.events import Done, Relay, TextDelta, text_delta
 from gateway.families.tool_formats.base import ToolParser
 from gateway.observability.record import RequestRecord
 from gateway.pipeline import _calls
@@ -89,7 +90,7 @@ def prepared(
 async def family_plan(
     served: ServedRuntime,
     draft: GenerationRequest,
-    audio: np.ndarray | None = None,
+    audio: np.ndarray[Any, Any] | None = None,
     speech: SpeechOptions | None = None,
 ) -> Plan:
     """The family's plan; off the event loop when there is audio to window and featurise."""
@@ -98,11 +99,10 @@ async def family_plan(
     return await asyncio.to_thread(served.family.plan, draft, audio, speech)
 
 
-async def relay(
-    prepared: Prepared, request_id: str, record: RequestRecord | None = None
-) -> AsyncIterator[str | Scored | Outcome]:
-    """Text deltas as Triton produces them (``Scored`` ones, with their tokens, when log
-    probabilities were asked for), then one ``Outcome``."""
+async def relay(prepared: Prepared, request_id: str, record: RequestRecord | None = None) -> Relay:
+    """``TextDelta``s as Triton produces them (with their tokens when log probabilities were
+    asked for), then one ``Done``. The graceful stop's cancellation comes out as
+    ``ShuttingDown``, so the endpoint ends its stream with its own failure events."""
     record = record or RequestRecord(request_id, "", "")
     stop = StopMatcher(prepared.stops)
     watch = None
@@ -117,27 +117,33 @@ async def relay(
         unlisten = prepared.served.on_lost(watch.lost)  # a Triton that hangs ends it at once
     scored = ScoredText() if prepared.logprobs is not None else None
     try:
-        async for piece in pieces:
-            emitted = stop.feed(piece)
-            if scored is not None:
-                if item := _scored(scored, run, emitted):
-                    yield item
-            elif emitted:
-                yield emitted
-            if stop.stopped or run.capped:
-                break
-        await pieces.aclose()
-        await run.aclose()
+        try:
+            async for piece in pieces:
+                emitted = stop.feed(piece)
+                if scored is not None:
+                    if item := _scored(scored, run, emitted):
+                        yield item
+                elif emitted:
+                    yield text_delta(emitted)
+                if stop.stopped or run.capped:
+                    break
+            await pieces.aclose()
+            await run.aclose()
+        except asyncio.CancelledError as cancel:
+            shutdown = shutdown_of(cancel)
+            if shutdown is None:
+                raise
+            raise shutdown from None
         tail = stop.flush()
         if scored is not None:
             if item := _scored(scored, run, tail, last=True):
                 yield item
         elif tail:
-            yield tail
+            yield text_delta(tail)
         outcome = _outcome(prepared, run, stop.stopped)
         record.set_usage(outcome.usage, outcome.finish_reason)
         finished = True
-        yield outcome
+        yield Done(outcome)
     except GatewayError as exc:
         record.error_code = exc.code
         run.failed()
@@ -154,12 +160,14 @@ async def relay(
         await run.aclose()  # a no-op once closed; cancels the Triton requests otherwise
 
 
-def _scored(scored: ScoredText, run: _calls.Run, text: str, last: bool = False) -> Scored:
-    """``text`` with the tokens it lets out (those the run has read are handed over first)."""
+def _scored(scored: ScoredText, run: _calls.Run, text: str, last: bool = False) -> TextDelta | None:
+    """``text`` with the tokens it lets out (those the run has read are handed over first);
+    None when there is neither."""
     for token in run.scored:
         scored.add(token)
     run.scored.clear()
-    return scored.end(text) if last else scored.emit(text)
+    piece = scored.end(text) if last else scored.emit(text)
+    return TextDelta(piece.text, 0, piece.tokens) if piece else None
 
 
 def _outcome(prepared: Prepared, run: _calls.Run, stopped: bool) -> Outcome:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -53,7 +54,7 @@ async def prepare_transcription(
 async def prepare_samples(
     served: ServedRuntime,
     job: TranscriptionJob,
-    samples: np.ndarray,
+    samples: np.ndarray[Any, Any],
     runtime: Runtime,
     stream: bool,
 ) -> Prepared:

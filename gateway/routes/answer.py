@@ -11,16 +11,17 @@ whole answer is collected under the same watch.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from fastapi import Request
 from fastapi.responses import Response
+from typing_extensions import assert_never
 
 from gateway.errors import UpstreamFailed, UpstreamLost
-from gateway.families.calls import Choice, Outcome, Scored, TokenLogprob
-from gateway.families.tool_formats.base import ToolCall, ToolCallDelta
+from gateway.families.calls import Outcome, TokenLogprob
+from gateway.families.events import ChoiceDone, Done, Relay, RelayEvent, TextDelta, ToolCallPiece
+from gateway.families.tool_formats.base import ToolCall
 from gateway.observability.record import RequestRecord, record_of
 from gateway.pipeline.choices import merged
 from gateway.pipeline.relay import Prepared, relay
@@ -35,7 +36,7 @@ log = logging.getLogger(__name__)
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 CLIENT_CLOSED_REQUEST = 499  # nginx's status for a client that left; nobody reads it
 
-Events = AsyncIterator[str | Scored | ToolCallDelta | Outcome] | AsyncIterator[Choice | Outcome]
+Events = Relay
 
 
 @dataclass(frozen=True)
@@ -58,9 +59,7 @@ def relays(prepared: list[Prepared], request_id: str, record: RequestRecord) -> 
     return merged(streams, record)
 
 
-def _relay(
-    prepared: Prepared, request_id: str, record: RequestRecord
-) -> AsyncIterator[str | Scored | ToolCallDelta | Outcome]:
+def _relay(prepared: Prepared, request_id: str, record: RequestRecord) -> Relay:
     """One choice's relay, read through its tool-call parser when it has one."""
     events = relay(prepared, request_id, record)
     return events if prepared.tool_parser is None else with_tools(events, prepared.tool_parser())
@@ -91,7 +90,7 @@ async def answer(
     return EventStreamResponse(frames, SSE_HEADERS, watch)  # it watches on, then closes it
 
 
-async def _first(begin: Callable[[], Awaitable[Events]]) -> tuple[Events, Any]:
+async def _first(begin: Callable[[], Awaitable[Events]]) -> tuple[Events, RelayEvent]:
     events = await begin()
     return events, await first_item(events)
 
@@ -114,26 +113,27 @@ async def collect(events: Events) -> Answer:
     outcomes: dict[int, Outcome] = {}
     calls: dict[int, CallGatherer] = {}
     try:
-        async for item in events:
-            if isinstance(item, Outcome):
-                if not outcomes:  # one choice: its outcome is the request's
-                    outcomes[0] = item
-                count = len(outcomes)
-                joined = ["".join(texts.get(i, [])) for i in range(count)]
-                scored = [tokens.get(i, []) for i in range(count)]
-                gathered = [calls[i].calls() if i in calls else [] for i in range(count)]
-                finals = [outcomes[i] for i in range(count)]
-                return Answer(joined, finals, item, scored, gathered)
-            index, piece = (item.index, item.item) if isinstance(item, Choice) else (0, item)
-            if isinstance(piece, Outcome):
-                outcomes[index] = piece
-            elif isinstance(piece, Scored):
-                texts.setdefault(index, []).append(piece.text)
-                tokens.setdefault(index, []).extend(piece.tokens)
-            elif isinstance(piece, ToolCallDelta):
-                calls.setdefault(index, CallGatherer()).add(piece)
-            else:
-                texts.setdefault(index, []).append(piece)
+        async for event in events:
+            match event:
+                case TextDelta(text, index, scored):
+                    texts.setdefault(index, []).append(text)
+                    if scored is not None:
+                        tokens.setdefault(index, []).extend(scored)
+                case ToolCallPiece(delta, index):
+                    calls.setdefault(index, CallGatherer()).add(delta)
+                case ChoiceDone(outcome, index):
+                    outcomes[index] = outcome
+                case Done(total):
+                    if not outcomes:  # one choice: its outcome is the request's
+                        outcomes[0] = total
+                    count = len(outcomes)
+                    joined = ["".join(texts.get(i, [])) for i in range(count)]
+                    scored_tokens = [tokens.get(i, []) for i in range(count)]
+                    gathered = [calls[i].calls() if i in calls else [] for i in range(count)]
+                    finals = [outcomes[i] for i in range(count)]
+                    return Answer(joined, finals, total, scored_tokens, gathered)
+                case _:
+                    assert_never(event)
     finally:
-        await events.aclose()  # type: ignore[union-attr]
+        await events.aclose()
     raise UpstreamFailed("the generation ended without an outcome")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
@@ -24,6 +25,7 @@ from gateway.protocol.audio import UNSUPPORTED_FIELDS, TranscriptionRequest
 from gateway.routes import openapi
 from gateway.routes.answer import Answer, Events, answer
 from gateway.routes.form import read_form
+from gateway.routes.state import runtime_of
 from gateway.streaming import transcript as formats
 
 router = APIRouter()
@@ -41,7 +43,7 @@ async def translations(request: Request) -> Response:
     return await _serve(request, "translate")
 
 
-def _validate(fields: dict) -> TranscriptionRequest:
+def _validate(fields: dict[str, Any]) -> TranscriptionRequest:
     for name in UNSUPPORTED_FIELDS:
         if name in fields:
             raise InvalidRequest(
@@ -96,12 +98,11 @@ def _chunking(body: TranscriptionRequest) -> TurnDetection | None:
     try:
         return replace(SERVER_VAD, **given)
     except InvalidRequest as exc:
-        exc.param = f"chunking_strategy.{exc.param}"
-        raise
+        raise exc.revised(param=f"chunking_strategy.{exc.param}") from exc
 
 
 async def _serve(request: Request, task: Task) -> Response:
-    runtime = request.app.state.runtime
+    runtime = runtime_of(request)
     record = record_of(request.state)
     form = await read_form(request, runtime.settings.server.max_body_bytes)
     body = _validate(form.fields)

@@ -27,9 +27,10 @@ from gateway.auth import key_id
 from gateway.errors import GatewayError, InvalidRequest, NotFound, StoreError, echoed
 from gateway.observability.record import RequestRecord
 from gateway.pipeline.relay import Prepared
-from gateway.pipeline.responses import ResponseJob, stored
+from gateway.pipeline.responses_job import ResponseJob, stored
 from gateway.routes import background_stream, openapi
 from gateway.routes.answer import collect, relays
+from gateway.routes.state import runtime_of
 from gateway.runtime import Runtime
 from gateway.store import StoredResponse
 from gateway.store.base import UNFINISHED
@@ -131,7 +132,7 @@ def seen(found: StoredResponse, runtime: Runtime) -> dict[str, Any]:
 async def cancel_response(request: Request, response_id: str) -> Response:
     """Cancel a background response: it ends ``cancelled`` whichever gateway runs it; one
     that has finished is answered as it is."""
-    runtime: Runtime = request.app.state.runtime
+    runtime = runtime_of(request)
     found = await runtime.store.cancel(response_id, key_id(request.state))
     if found is None:
         raise NotFound(f"No response with id {echoed(response_id)} was found", param="response_id")

@@ -23,12 +23,12 @@ from fastapi.responses import Response, StreamingResponse
 from gateway.errors import InvalidRequest, NotFound, StoreError, echoed
 from gateway.observability.record import RequestRecord
 from gateway.pipeline.relay import Prepared
-from gateway.pipeline.responses import ResponseJob, stored
+from gateway.pipeline.responses_job import ResponseJob, stored
 from gateway.routes.answer import SSE_HEADERS, relays
 from gateway.runtime import Runtime
 from gateway.store import ResponseStore
 from gateway.store.base import UNFINISHED
-from gateway.streaming.responses import ResponseEvents, event_frame
+from gateway.streaming.response_events import ResponseEvents, event_frame
 from gateway.streaming.sse import first_item, stream_events
 
 FLUSH_S = 0.1  # how long the run's events wait to be written together

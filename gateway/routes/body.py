@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from fastapi import Request
 from pydantic import BaseModel, ValidationError
 
-from gateway.errors import InvalidRequest, MediaTooLarge
+from gateway.errors import InvalidRequest, RequestTooLarge
 from gateway.observability.record import record_of
 
 Model = TypeVar("Model", bound=BaseModel)
@@ -22,13 +22,13 @@ Model = TypeVar("Model", bound=BaseModel)
 async def read_capped(request: Request, max_bytes: int) -> bytes:
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > max_bytes:
-        raise MediaTooLarge(f"request body is over {max_bytes} bytes", code="request_too_large")
+        raise RequestTooLarge(f"request body is over {max_bytes} bytes")
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > max_bytes:
-            raise MediaTooLarge(f"request body is over {max_bytes} bytes", code="request_too_large")
+            raise RequestTooLarge(f"request body is over {max_bytes} bytes")
         chunks.append(chunk)
     return b"".join(chunks)
 

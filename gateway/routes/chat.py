@@ -11,6 +11,7 @@ from gateway.protocol.chat import ChatCompletionRequest
 from gateway.routes import openapi
 from gateway.routes.answer import Answer, Events, answer, relays
 from gateway.routes.body import parse_body
+from gateway.routes.state import runtime_of
 from gateway.streaming.chunks import ChunkWriter, completion_body, new_completion_id
 
 router = APIRouter()
@@ -18,7 +19,7 @@ router = APIRouter()
 
 @router.post("/v1/chat/completions", response_model=None, openapi_extra=openapi.CHAT_COMPLETIONS)
 async def chat_completions(request: Request) -> Response:
-    runtime = request.app.state.runtime
+    runtime = runtime_of(request)
     record = record_of(request.state)
     body = await parse_body(request, ChatCompletionRequest, runtime.settings.server.max_body_bytes)
     record.set_model(body.model, body.model in runtime.models)

@@ -5,7 +5,7 @@
 A conversation belongs to the API key that created it (another key's is answered 404, as a
 missing one is) and lives in the response store, so every gateway sharing the store serves it.
 ``POST /v1/responses`` with ``conversation`` reads its items as context and appends the
-request's input and the response's output (``pipeline/responses.py``). Items are kept as sent
+request's input and the response's output (``pipeline/responses_job.py``). Items are kept as sent
 (an image's ``data:`` URL is its bytes), so the next turn's image has the same content id and
 hits the KV cache.
 """
@@ -26,6 +26,7 @@ from gateway.protocol.conversations import ConversationCreate, ConversationUpdat
 from gateway.routes import openapi
 from gateway.routes.body import parse_body
 from gateway.routes.responses import list_params, paged
+from gateway.routes.state import runtime_of
 from gateway.runtime import Runtime
 from gateway.store import StoredConversation
 
@@ -56,17 +57,17 @@ def _items(raw: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return normalise(raw)
     except InvalidRequest as exc:
         if exc.param is not None and exc.param.startswith("input"):
-            exc.param = "items" + exc.param.removeprefix("input")
-            exc.message = exc.message.replace("input[", "items[")
+            param = "items" + exc.param.removeprefix("input")
+            raise exc.revised(message=exc.message.replace("input[", "items["), param=param) from exc
         raise
 
 
 def _store(request: Request) -> tuple[Runtime, str]:
-    return request.app.state.runtime, key_id(request.state)
+    return runtime_of(request), key_id(request.state)
 
 
 async def _body(request: Request, model: type[Any]) -> Any:
-    runtime: Runtime = request.app.state.runtime
+    runtime = runtime_of(request)
     return await parse_body(request, model, runtime.settings.server.max_body_bytes)
 
 

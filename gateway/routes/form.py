@@ -18,7 +18,7 @@ from fastapi import Request
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
-from gateway.errors import InvalidRequest, MediaTooLarge
+from gateway.errors import InvalidRequest, RequestTooLarge
 from gateway.observability.record import record_of
 
 MAX_FIELDS = 32
@@ -38,7 +38,7 @@ async def _capped(request: Request, max_bytes: int) -> AsyncGenerator[bytes, Non
     async for chunk in request.stream():
         size += len(chunk)
         if size > max_bytes:
-            raise MediaTooLarge(f"request body is over {max_bytes} bytes", code="request_too_large")
+            raise RequestTooLarge(f"request body is over {max_bytes} bytes")
         yield chunk
     record_of(request.state).request_bytes = size
 
@@ -53,7 +53,7 @@ async def read_form(request: Request, max_bytes: int, file_field: str = "file") 
         )
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > max_bytes:
-        raise MediaTooLarge(f"request body is over {max_bytes} bytes", code="request_too_large")
+        raise RequestTooLarge(f"request body is over {max_bytes} bytes")
     parser = MultiPartParser(
         request.headers, _capped(request, max_bytes), max_files=1, max_fields=MAX_FIELDS
     )

@@ -7,6 +7,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from gateway.routes.state import runtime_of
+
 router = APIRouter()
 
 _STATUS = {"type": "object", "required": ["status"], "properties": {"status": {"type": "string"}}}
@@ -20,7 +22,7 @@ _NOT_READY: dict[int | str, dict[str, Any]] = {
 
 @router.get("/health", responses=_NOT_READY)
 async def health(request: Request) -> JSONResponse:
-    runtime = request.app.state.runtime
+    runtime = runtime_of(request)
     if await runtime.ready():
         return JSONResponse({"status": "ready"})
     return JSONResponse({"status": "unavailable", "detail": "Triton is not ready"}, status_code=503)

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Request
 
 from gateway.protocol.common import ModelCard, ModelList
 from gateway.routes import openapi
+from gateway.routes.state import runtime_of
 from gateway.runtime import ServedRuntime
 
 router = APIRouter()
@@ -27,10 +28,10 @@ def _card(served: ServedRuntime) -> ModelCard:
 
 @router.get("/v1/models", responses=openapi.errors(401, 429, 500))
 async def list_models(request: Request) -> ModelList:
-    runtime = request.app.state.runtime
+    runtime = runtime_of(request)
     return ModelList(data=[_card(s) for s in runtime.models.values()])
 
 
 @router.get("/v1/models/{model_id:path}", responses=openapi.errors(401, 404, 429, 500))
 async def get_model(model_id: str, request: Request) -> ModelCard:
-    return _card(request.app.state.runtime.model(model_id))
+    return _card(runtime_of(request).model(model_id))

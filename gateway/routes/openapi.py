@@ -68,9 +68,10 @@ def _model(model: type[BaseModel]) -> dict[str, str]:
 
 _ERROR = {"application/json": {"schema": _model(ErrorResponse)}}
 _WHY = {
-    400: "The request is invalid: a field, a media part, the body's size (`invalid_request_error`)",
+    400: "The request is invalid: a field or a media part (`invalid_request_error`)",
     401: "Missing or wrong API key (`authentication_error`), when keys are configured",
     404: "No served model has that id (`model_not_found`), or no stored response has (`not_found`)",
+    413: "The body is over the server's `max_body_bytes` (`request_too_large`)",
     429: "Too many requests in flight (`rate_limit_exceeded`); retry after `Retry-After`; or "
     "this API key's stored responses are at their quota (`store_quota_exceeded`)",
     500: "A bug in the gateway (`internal_error`)",
@@ -87,7 +88,7 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {str(status): {"description": _WHY[status], "content": _ERROR} for status in statuses}
 
 
-_GENERATION_ERRORS = errors(400, 401, 404, 429, 500, 502, 503, 507)
+_GENERATION_ERRORS = errors(400, 401, 404, 413, 429, 500, 502, 503, 507)
 
 
 def _events(data: str) -> dict[str, Any]:
@@ -209,7 +210,7 @@ CONVERSATIONS: dict[str, Any] = {
             "API answers",
             "content": {"application/json": {"schema": {"type": "object"}}},
         },
-        **errors(400, 401, 404, 429, 500, 503, 507),
+        **errors(400, 401, 404, 413, 429, 500, 503, 507),
     },
 }
 
@@ -231,7 +232,7 @@ INPUT_TOKENS: dict[str, Any] = {
             "tokens the same `POST /v1/responses` would have, counted by the engine",
             "content": {"application/json": {"schema": {"type": "object"}}},
         },
-        **errors(400, 401, 404, 429, 500, 502, 503),
+        **errors(400, 401, 404, 413, 429, 500, 502, 503),
     },
 }
 

@@ -27,6 +27,7 @@ from gateway.pipeline.realtime.config import SERVER_VAD, SessionConfig
 from gateway.pipeline.realtime.outbox import NORMAL, Close, Outbox
 from gateway.pipeline.realtime.registry import Sessions
 from gateway.pipeline.realtime.session import RealtimeSession
+from gateway.routes.state import runtime_of
 from gateway.runtime import Runtime
 
 router = APIRouter()
@@ -38,7 +39,7 @@ BROWSER_PROTOCOL = "realtime"  # offered by browsers with the key as a second su
 
 @router.websocket("/v1/realtime")
 async def realtime(websocket: WebSocket) -> None:
-    runtime: Runtime = websocket.app.state.runtime
+    runtime = runtime_of(websocket)
     sessions = sessions_of(websocket)
     owner = key_id(websocket.state) or (websocket.client.host if websocket.client else "")
     try:

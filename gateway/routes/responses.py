@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse, Response
 from gateway.auth import key_id
 from gateway.errors import InvalidRequest, NotFound, UpstreamFailed, echoed
 from gateway.observability.record import record_of
-from gateway.pipeline.responses import (
+from gateway.pipeline.responses_job import (
     conversation,
     draft_response,
     echo,
@@ -29,9 +29,9 @@ from gateway.protocol.responses import ResponsesRequest
 from gateway.routes import background, background_stream, openapi
 from gateway.routes.answer import Answer, Events, answer, relays
 from gateway.routes.body import parse_body
-from gateway.runtime import Runtime
+from gateway.routes.state import runtime_of
 from gateway.store import StoredResponse
-from gateway.streaming.responses import ResponseBuilder, ResponseEvents, new_response_id
+from gateway.streaming.response_events import ResponseBuilder, ResponseEvents, new_response_id
 
 router = APIRouter()
 
@@ -41,7 +41,7 @@ DEFAULT_LIST_LIMIT = 20
 
 @router.post("/v1/responses", response_model=None, openapi_extra=openapi.RESPONSES)
 async def create_response(request: Request) -> Response:
-    runtime: Runtime = request.app.state.runtime
+    runtime = runtime_of(request)
     record = record_of(request.state)
     body = await parse_body(request, ResponsesRequest, runtime.settings.server.max_body_bytes)
     record.set_model(body.model, body.model in runtime.models)
@@ -75,7 +75,7 @@ async def count_input_tokens(request: Request) -> Response:
     and the deployment's own ``num_input_tokens`` is answered. Exact for every family and
     tokenizer, including image tokens, at the cost of one prefill (which warms the KV cache
     for the request that follows); nothing is stored."""
-    runtime: Runtime = request.app.state.runtime
+    runtime = runtime_of(request)
     record = record_of(request.state)
     body = for_counting(
         await parse_body(request, ResponsesRequest, runtime.settings.server.max_body_bytes)
@@ -111,7 +111,7 @@ async def count_input_tokens(request: Request) -> Response:
 
 
 async def _stored(request: Request, response_id: str) -> StoredResponse:
-    runtime: Runtime = request.app.state.runtime
+    runtime = runtime_of(request)
     found = await runtime.store.get(response_id, key_id(request.state))
     if found is None:
         raise NotFound(f"No response with id {echoed(response_id)} was found", param="response_id")
@@ -120,7 +120,7 @@ async def _stored(request: Request, response_id: str) -> StoredResponse:
 
 @router.get("/v1/responses/{response_id}", response_model=None, openapi_extra=openapi.STORED)
 async def get_response(request: Request, response_id: str) -> Response:
-    runtime: Runtime = request.app.state.runtime
+    runtime = runtime_of(request)
     if request.query_params.get("stream", "false").lower() not in ("false", "0"):
         return await background_stream.replay(
             runtime, response_id, key_id(request.state),
@@ -131,7 +131,7 @@ async def get_response(request: Request, response_id: str) -> Response:
 
 @router.delete("/v1/responses/{response_id}", response_model=None, openapi_extra=openapi.STORED)
 async def delete_response(request: Request, response_id: str) -> Response:
-    runtime: Runtime = request.app.state.runtime
+    runtime = runtime_of(request)
     if not await runtime.store.delete(response_id, key_id(request.state)):
         raise NotFound(f"No response with id {echoed(response_id)} was found", param="response_id")
     return JSONResponse({"id": response_id, "object": "response", "deleted": True})
@@ -147,7 +147,7 @@ async def list_input_items(request: Request, response_id: str) -> Response:
     conversation it continued (inputs and outputs, as far back as they are stored), then its
     own input; newest first unless ``order=asc``."""
     order, limit, after = list_params(request)
-    runtime: Runtime = request.app.state.runtime
+    runtime = runtime_of(request)
     chain = await runtime.store.chain(response_id, key_id(request.state))
     if not chain:
         raise NotFound(f"No response with id {echoed(response_id)} was found", param="response_id")

@@ -12,8 +12,11 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from gateway.families.calls import Choice, Outcome, Scored, TokenLogprob
-from gateway.families.tool_formats.base import ToolCall, ToolCallDelta
+from typing_extensions import assert_never
+
+from gateway.families.calls import Outcome, TokenLogprob
+from gateway.families.events import ChoiceDone, TextDelta, ToolCallPiece
+from gateway.families.tool_formats.base import ToolCall
 from gateway.protocol.common import UsageCounts
 from gateway.streaming.logprobs import chat_logprobs
 from gateway.streaming.tool_chunks import delta_tool_calls, message
@@ -86,19 +89,22 @@ class ChunkWriter:
         choice = {"index": index, "delta": delta, "logprobs": None, "finish_reason": None}
         return self._chunk([choice])
 
-    def content(self, item: str | Scored | ToolCallDelta | Choice) -> bytes:
-        if isinstance(item, str):  # one choice: the per-token fast path
-            return self._content_prefix + json.dumps(item).encode() + self._content_suffix
-        index, piece = (item.index, item.item) if isinstance(item, Choice) else (0, item)
-        if isinstance(piece, Outcome):
-            return self.finish_chunk(piece.finish_reason, index)
+    def content(self, event: TextDelta | ToolCallPiece | ChoiceDone) -> bytes:
+        if type(event) is TextDelta and not event.choice and event.tokens is None:
+            # Choice 0's plain text: the per-token fast path (a type test costs a third of a
+            # class pattern); every other event goes through the closed ``match``.
+            return self._content_prefix + json.dumps(event.text).encode() + self._content_suffix
         logprobs = None
-        if isinstance(piece, Scored):
-            delta, logprobs = {"content": piece.text}, chat_logprobs(piece.tokens)
-        elif isinstance(piece, ToolCallDelta):
-            delta = delta_tool_calls(piece, self.legacy_functions)
-        else:
-            delta = {"content": piece}
+        match event:
+            case TextDelta(text, index, tokens):
+                delta: dict[str, Any] = {"content": text}
+                logprobs = chat_logprobs(tokens) if tokens is not None else None
+            case ToolCallPiece(call, index):
+                delta = delta_tool_calls(call, self.legacy_functions)
+            case ChoiceDone(outcome, index):
+                return self.finish_chunk(outcome.finish_reason, index)
+            case _:
+                assert_never(event)
         return self._chunk(
             [{"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": None}]
         )

@@ -1,7 +1,7 @@
 """OpenAI legacy completion bodies and stream chunks (``text_completion``), as bytes.
 
 One choice's piece is a constant prefix, the JSON-escaped text and a constant suffix, as chat
-chunks are; several choices' items (``Choice``) carry their own index. ``echo`` puts each
+chunks are; several choices' events carry their own index. ``echo`` puts each
 prompt in front of its choice's text (first in the stream, before any generated piece).
 """
 
@@ -13,7 +13,10 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from gateway.families.calls import Choice, Outcome, Scored, TokenLogprob
+from typing_extensions import assert_never
+
+from gateway.families.calls import Outcome, TokenLogprob
+from gateway.families.events import ChoiceDone, TextDelta, ToolCallPiece
 from gateway.protocol.common import UsageCounts
 from gateway.streaming.chunks import DONE_FRAME, response_object, sse_frame
 from gateway.streaming.logprobs import CompletionLogprobs
@@ -62,17 +65,20 @@ class CompletionWriter:
     def start(self) -> bytes:
         return b"".join(self._chunk(i, text, None) for i, text in enumerate(self.echoed) if text)
 
-    def content(self, item: str | Scored | Choice) -> bytes:
-        if isinstance(item, str):  # one choice: the per-token fast path
-            return self._prefix + json.dumps(item).encode() + self._suffix
-        index, piece = (0, item) if isinstance(item, Scored) else (item.index, item.item)
-        if isinstance(piece, Outcome):
-            return self._chunk(index, "", piece.finish_reason)
-        if isinstance(piece, Scored):
-            return self._chunk(index, piece.text, None, self._logprobs[index](piece.tokens))
-        if not isinstance(piece, str):  # text completions offer no tools
-            raise TypeError(f"a text completion cannot carry {type(piece).__name__}")
-        return self._chunk(index, piece, None)
+    def content(self, event: TextDelta | ToolCallPiece | ChoiceDone) -> bytes:
+        if type(event) is TextDelta and not event.choice and event.tokens is None:
+            # Choice 0's plain text: the per-token fast path (as ``ChunkWriter.content``).
+            return self._prefix + json.dumps(event.text).encode() + self._suffix
+        match event:
+            case TextDelta(text, index, tokens):
+                logprobs = None if tokens is None else self._logprobs[index](tokens)
+                return self._chunk(index, text, None, logprobs)
+            case ChoiceDone(outcome, index):
+                return self._chunk(index, "", outcome.finish_reason)
+            case ToolCallPiece():  # text completions offer no tools
+                raise TypeError("a text completion cannot carry a tool call")
+            case _:
+                assert_never(event)
 
     def finish(self, outcome: Outcome) -> bytes:
         frames = self._chunk(0, "", outcome.finish_reason) if self.choices == 1 else b""

@@ -10,11 +10,13 @@ cancels the body iterator at its await, whose ``finally`` closes the Triton call
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+import asyncio
+from collections.abc import AsyncGenerator, Mapping
 
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from gateway.errors import shutdown_of
 from gateway.streaming.disconnect import ClientDisconnected, DisconnectWatch
 
 
@@ -25,7 +27,7 @@ class EventStreamResponse(Response):
 
     def __init__(
         self,
-        frames: AsyncIterator[bytes],
+        frames: AsyncGenerator[bytes, None],
         headers: Mapping[str, str],
         watch: DisconnectWatch | None = None,
     ) -> None:
@@ -50,8 +52,17 @@ class EventStreamResponse(Response):
         frames = self.frames
         try:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-            async for frame in frames:
-                await send({"type": "http.response.body", "body": frame, "more_body": True})
+            try:
+                async for frame in frames:
+                    await send({"type": "http.response.body", "body": frame, "more_body": True})
+            except asyncio.CancelledError as cancel:
+                # The graceful stop came while a frame was being written: the frames' writer
+                # ends the stream its endpoint's way (``sse.stream_events``).
+                shutdown = shutdown_of(cancel)
+                if shutdown is None:
+                    raise
+                last = await frames.athrow(shutdown)
+                await send({"type": "http.response.body", "body": last, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
-            await frames.aclose()  # type: ignore[attr-defined]
+            await frames.aclose()

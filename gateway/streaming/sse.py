@@ -11,21 +11,27 @@ its own for a failure (``ReportsFailure``: the Responses API's ``response.failed
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncIterator
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from collections.abc import AsyncGenerator
+from typing import Protocol, TypeVar, runtime_checkable
 
-from gateway.errors import GatewayError, UpstreamFailed
+from typing_extensions import assert_never
+
+from gateway.errors import GatewayError, UpstreamFailed, shutdown_of
 from gateway.families.calls import Outcome
+from gateway.families.events import ChoiceDone, Done, Relay, RelayEvent, TextDelta, ToolCallPiece
 from gateway.streaming.chunks import sse_frame
 
 log = logging.getLogger(__name__)
 
 Item = TypeVar("Item")
+# What a writer formats one at a time; the ``Done`` that ends a stream goes to ``finish``.
+Piece = TextDelta | ToolCallPiece | ChoiceDone
 
 
 class EventFormat(Protocol):
-    """How one endpoint's stream looks: an opening, a frame per piece, a closing."""
+    """How one endpoint's stream looks: an opening, a frame per event, a closing."""
 
     @property
     def start(self) -> bytes: ...  # sent with the first piece (chat: the role chunk)
@@ -33,7 +39,7 @@ class EventFormat(Protocol):
     @property
     def done(self) -> bytes: ...  # the terminator after the last frame (chat: [DONE])
 
-    def content(self, item: Any) -> bytes: ...  # a text piece (or a choice's item)
+    def content(self, event: Piece) -> bytes: ...
 
     def finish(self, outcome: Outcome) -> bytes: ...
 
@@ -51,38 +57,47 @@ def _failure(form: EventFormat, error: GatewayError) -> bytes:
     return sse_frame(error.to_body())
 
 
-async def first_item(events: AsyncIterator[Item]) -> Item:
+async def first_item(events: AsyncGenerator[Item, None]) -> Item:
     """Pull the first event before answering, so early failures keep their status code."""
     try:
         return await anext(events)
     except BaseException:
-        await events.aclose()  # type: ignore[attr-defined]
+        await events.aclose()
         raise
 
 
 async def stream_events(
-    first: Any, events: AsyncIterator[Any], form: EventFormat
-) -> AsyncIterator[bytes]:
-    """The relay's items as SSE frames. Frames that are ready together go out as one body (the
-    opening with the first piece; the closing and the terminator): one socket write, and one
-    wake-up of the client, each instead of two or three."""
+    first: RelayEvent, events: Relay, form: EventFormat
+) -> AsyncGenerator[bytes, None]:
+    """The relay's events as SSE frames. Frames that are ready together go out as one body
+    (the opening with the first piece; the closing and the terminator): one socket write, and
+    one wake-up of the client, each instead of two or three. A failure after the first byte
+    (the graceful stop's ``ShuttingDown`` included) is written in the endpoint's own way."""
     pending = form.start
     try:
-        item: Any = first  # text pieces (or several choices' items), then one Outcome
-        while item is not None:
-            if isinstance(item, Outcome):
-                pending += form.finish(item)
-                break
-            if item:
-                yield pending + form.content(item)
-                pending = b""
-            item = await anext(events, None)
+        event: RelayEvent | None = first
+        while event is not None:
+            match event:
+                case TextDelta() | ToolCallPiece() | ChoiceDone():
+                    yield pending + form.content(event)
+                    pending = b""
+                case Done(outcome):
+                    pending += form.finish(outcome)
+                    break
+                case _:
+                    assert_never(event)
+            event = await anext(events, None)
         yield pending + form.done
     except GatewayError as exc:
         yield pending + _failure(form, exc) + form.done
+    except asyncio.CancelledError as cancel:
+        shutdown = shutdown_of(cancel)
+        if shutdown is None:
+            raise
+        yield pending + _failure(form, shutdown) + form.done
     except Exception as exc:  # the response has started: report, never hang
         log.exception("stream failed")
         failure = UpstreamFailed(f"the stream failed: {type(exc).__name__}")
         yield pending + _failure(form, failure) + form.done
     finally:
-        await events.aclose()  # type: ignore[attr-defined]
+        await events.aclose()

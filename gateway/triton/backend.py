@@ -14,7 +14,7 @@ cancellation are checked without ``tritonserver``. The contract every implementa
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -50,6 +50,6 @@ class TritonBackend(Protocol):
         request_id: str,
         outputs: Sequence[str] = (),
         route: Route | None = None,
-    ) -> AsyncIterator[service_pb2.ModelInferResponse]: ...
+    ) -> AsyncGenerator[service_pb2.ModelInferResponse, None]: ...
 
     async def close(self) -> None: ...

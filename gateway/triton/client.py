@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
 import grpc
@@ -31,7 +31,7 @@ from gateway.errors import GatewayError, InvalidRequest, UpstreamFailed, Upstrea
 from gateway.observability.tracing import phase
 from gateway.triton.backend import Route
 from gateway.triton.contract import ModelContract, parse_model_config
-from gateway.triton.responses import is_final
+from gateway.triton.outputs import is_final
 
 # Triton reports model-side validation failures only as text; these mark the caller's fault.
 _CLIENT_FAULT = re.compile(
@@ -128,7 +128,7 @@ class TritonClient:
         request_id: str,
         outputs: Sequence[str] = (),
         route: Route | None = None,
-    ) -> AsyncIterator[service_pb2.ModelInferResponse]:
+    ) -> AsyncGenerator[service_pb2.ModelInferResponse, None]:
         """The raw responses of one request until its final one; cancels the call if left
         early. ``outputs`` names the outputs to ask for (default: all the model declares);
         ``route`` is for replica sets (one server has nowhere else to send it)."""

@@ -12,6 +12,7 @@ axes gains leading image axes after the batch axis, one with more loses single o
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -35,7 +36,7 @@ _SCALARS: dict[str, tuple[type, str]] = {
     "lora_task_id": (np.uint64, "UINT64"),
 }
 # Wire dtype -> numpy dtype, for arrays sent in whatever type the model declares.
-_NUMPY: dict[str, type | np.dtype] = {
+_NUMPY: dict[str, type | np.dtype[Any]] = {
     "FP16": np.float16,
     "FP32": np.float32,
     "BF16": np.dtype(ml_dtypes.bfloat16),
@@ -74,7 +75,7 @@ def sampling_values(sampling: Sampling) -> dict[str, float | int]:
     return values
 
 
-def _tensor(name: str, datatype: str, array: np.ndarray) -> grpcclient.InferInput:
+def _tensor(name: str, datatype: str, array: np.ndarray[Any, Any]) -> grpcclient.InferInput:
     tensor = grpcclient.InferInput(name, list(array.shape), datatype)
     tensor.set_data_from_numpy(array)
     return tensor
@@ -198,7 +199,9 @@ def _lora_tensors(
     return tensors
 
 
-def _image_tensor(name: str, array: np.ndarray, contract: ModelContract) -> grpcclient.InferInput:
+def _image_tensor(
+    name: str, array: np.ndarray[Any, Any], contract: ModelContract
+) -> grpcclient.InferInput:
     spec = contract.inputs.get(name)
     if spec is None:
         raise InvalidRequest(
@@ -216,7 +219,7 @@ def _image_tensor(name: str, array: np.ndarray, contract: ModelContract) -> grpc
 
 
 def _declared_tensor(
-    name: str, array: np.ndarray, contract: ModelContract
+    name: str, array: np.ndarray[Any, Any], contract: ModelContract
 ) -> grpcclient.InferInput:
     """``array`` as the model declares ``name``: its dtype and its rank (batch axis first)."""
     spec = contract.inputs[name]
@@ -227,7 +230,7 @@ def _declared_tensor(
     return _tensor(name, spec.datatype, np.ascontiguousarray(array))
 
 
-def fit_rank(array: np.ndarray, rank: int) -> np.ndarray:
+def fit_rank(array: np.ndarray[Any, Any], rank: int) -> np.ndarray[Any, Any]:
     """Insert (or drop single) axes right after the batch axis until ``array`` has ``rank``.
 
     One image's patches [1, 1, P, D] meet a deployment declaring [-1, -1, -1, -1] as

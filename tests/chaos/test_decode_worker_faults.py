@@ -72,7 +72,9 @@ def exited(pid: int) -> bool:
 async def gateway() -> AsyncIterator[FakeGateway]:
     # Every item in a worker process (no thread lane), so the small PNGs below meet the
     # workers this module kills; the lane is tested in tests/gateway/pipeline/test_media_lanes.
-    built = await start_gateway(FakeTriton(), decode={"workers": 2, "threads": 0})
+    built = await start_gateway(
+        FakeTriton(), decode_processes=True, decode={"workers": 2, "threads": 0}
+    )
     yield built
     await built.aclose()
 

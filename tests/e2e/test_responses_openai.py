@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 
 from gateway.config import ObservabilitySettings
 from gateway.config.limits import UpstreamSettings
-from gateway.config.responses import ResponsesSettings
+from gateway.config.response_store import ResponsesSettings
 from gateway.triton.embedded import EmbeddedTriton
 from tests.e2e.conftest import e2e_settings, make_image
 from tests.live_gateway import serving

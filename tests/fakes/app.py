@@ -29,6 +29,7 @@ from PIL import Image
 
 from gateway.app import create_app
 from gateway.config import REFERENCE_WHISPER, EmbeddedSettings, ServedModel, Settings
+from gateway.media.decoder import InProcessDecoder
 from gateway.runtime import Runtime, build_runtime
 from gateway.store import SqliteStore
 from tests.fakes.triton import FakeTriton
@@ -124,15 +125,20 @@ class FakeGateway:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-async def start_gateway(fake: FakeTriton, **overrides: Any) -> FakeGateway:
-    """``build_runtime`` with ``connect`` answering the fake, then ``create_app``."""
+async def start_gateway(
+    fake: FakeTriton, *, decode_processes: bool = False, **overrides: Any
+) -> FakeGateway:
+    """``build_runtime`` with ``connect`` answering the fake, then ``create_app``. Media is
+    decoded on threads of this process (``InProcessDecoder``: no worker process to start);
+    ``decode_processes``: by the worker processes ``mmgw serve`` runs."""
     settings = fake_settings(fake, **overrides)
+    decoder = None if decode_processes else InProcessDecoder(settings.decode.offload_limits())
 
     def connect(url: str) -> FakeTriton:
         assert url == fake.url, url
         return fake
 
-    runtime = await build_runtime(settings, connect=connect)  # type: ignore[arg-type]
+    runtime = await build_runtime(settings, connect=connect, decoder=decoder)  # type: ignore[arg-type]
     app = create_app(settings, runtime)
     # ASGI transports here run no lifespan; with a prebuilt runtime it would only do this.
     app.state.runtime = runtime

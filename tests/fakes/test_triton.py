@@ -15,7 +15,7 @@ from tritonclient.grpc import model_config_pb2
 from gateway.errors import InvalidRequest, UpstreamFailed, UpstreamUnavailable
 from gateway.families.whisper.tokens import load_tokenizer
 from gateway.families.whisper.wire import output_ids
-from gateway.triton.responses import is_final, output_array, text_response
+from gateway.triton.outputs import is_final, output_array, text_response
 from tests.fakes.triton import FakeTriton
 from tests.fakes.triton_configs import ensemble_config, whisper_direct_config
 

@@ -56,7 +56,7 @@ from gateway.families.whisper.tokens import WhisperTokenizer, load_tokenizer
 from gateway.triton.backend import Route
 from gateway.triton.client import translate_error
 from gateway.triton.contract import ModelContract, parse_model_config
-from gateway.triton.responses import is_final
+from gateway.triton.outputs import is_final
 from tests.fakes.triton_configs import (
     WHISPER_FRAMES,
     WHISPER_LANGUAGES,

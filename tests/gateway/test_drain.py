@@ -1,13 +1,16 @@
-"""A graceful stop ends every request well-formed: streams with ``server_shutting_down`` and
-``[DONE]``, requests that had not started answering with 503 and ``Retry-After``, new requests
-refused at once; the Triton calls of the ended requests are cancelled. In-process, over the
-fake Triton (``Drain.begin`` is what the server calls on SIGTERM)."""
+"""A graceful stop ends every request well-formed: streams with ``server_shutting_down`` in
+their endpoint's own way (chat: an error and ``[DONE]``; Responses: ``response.failed``),
+requests that had not started answering with 503 and ``Retry-After``, new requests refused at
+once; the Triton calls of the ended requests are cancelled. In-process, over the fake Triton
+(``Drain.begin`` is what the server calls on SIGTERM)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -80,3 +83,47 @@ async def test_requests_that_finish_in_time_are_untouched(
     events = sse_payloads(call.text)
     assert events[-1] == "[DONE]" and not any("error" in e for e in events if isinstance(e, dict))
     assert fake.cancelled == []
+
+
+def _response_events(text: str) -> list[dict[str, Any]]:
+    """The ``data:`` payloads of a Responses stream (``event:`` and ``data:`` lines)."""
+    return [json.loads(block.split("\ndata: ", 1)[1]) for block in text.split("\n\n") if block]
+
+
+async def test_a_responses_stream_ends_with_response_failed_and_no_done(
+    stopping: tuple[FakeGateway, FakeTriton],
+) -> None:
+    """The Responses stream has no ``[DONE]``: a drain ends it with its own failure event."""
+    gateway, fake = stopping
+    fake.script.hang_after = 1
+    body = {"model": "fake-llava", "input": "Hello?", "stream": True}
+    call = AsgiCall(gateway.app, "/v1/responses", body, {"X-Request-Id": "resp"})
+    task = asyncio.create_task(call.run())
+    await call.wait_chunks(1)
+    gateway.app.state.drain.begin(grace_s=1.2)
+    await asyncio.wait_for(task, 3.0)
+    assert call.status == 200 and call.finished
+    assert "[DONE]" not in call.text
+    events = _response_events(call.text)
+    last = events[-1]
+    assert last["type"] == "response.failed"
+    assert "server_shutting_down" in last["response"]["error"]["message"]
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    assert await fake.wait_cancelled("resp")
+
+
+async def test_several_choices_end_with_the_error_and_done(
+    stopping: tuple[FakeGateway, FakeTriton],
+) -> None:
+    """``n`` > 1: the choices run in tasks of their own; the drain still reaches the stream."""
+    gateway, fake = stopping
+    fake.script.hang_after = 1
+    call = AsgiCall(gateway.app, URL, chat(stream=True, n=2), {"X-Request-Id": "many"})
+    task = asyncio.create_task(call.run())
+    await call.wait_chunks(1)
+    gateway.app.state.drain.begin(grace_s=1.2)
+    await asyncio.wait_for(task, 3.0)
+    events = sse_payloads(call.text)
+    assert call.status == 200 and call.finished
+    assert events[-1] == "[DONE]"
+    assert events[-2]["error"]["code"] == "server_shutting_down"

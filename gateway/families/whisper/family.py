@@ -178,7 +178,7 @@ class Whisper(Family):
     def plan(
         self,
         draft: GenerationRequest,
-        audio: np.ndarray | None = None,
+        audio: np.ndarray[Any, Any] | None = None,
         speech: SpeechOptions | None = None,
     ) -> Plan:
         """One call per window of the clip (after a language guess when none was given)."""
@@ -209,7 +209,7 @@ class Whisper(Family):
     def _windows_plan(
         self,
         draft: GenerationRequest,
-        audio: np.ndarray,
+        audio: np.ndarray[Any, Any],
         windows: tuple[Window, ...],
         speech: SpeechOptions,
         max_tokens: int | None,
@@ -243,7 +243,7 @@ class Whisper(Family):
     def _window_call(
         self,
         draft: GenerationRequest,
-        samples: np.ndarray,
+        samples: np.ndarray[Any, Any],
         window: Window,
         prompt: tuple[int, ...],
         tokenizer: WhisperTokenizer | None,
@@ -269,7 +269,7 @@ class Whisper(Family):
             draft.sampling,
         )
 
-    def _language_probe(self, samples: np.ndarray) -> NamedCall:
+    def _language_probe(self, samples: np.ndarray[Any, Any]) -> NamedCall:
         """Whisper's own language guess: one token after ``<|startoftranscript|>``."""
         tokenizer = self.spec.tokenizer()
         features = to_encoder_input(log_mel(samples, self.spec.options.n_mels))

@@ -24,6 +24,7 @@ from __future__ import annotations
 import threading
 from functools import lru_cache
 from itertools import pairwise
+from typing import Any
 
 import numpy as np
 
@@ -54,14 +55,14 @@ _MIN_LOG_MEL = _MIN_LOG_HZ / _F_SP
 _LOG_STEP = np.log(6.4) / 27.0
 
 
-def _hz_to_mel(hz: np.ndarray) -> np.ndarray:
+def _hz_to_mel(hz: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     mel = hz / _F_SP
     above = hz >= _MIN_LOG_HZ
     mel[above] = _MIN_LOG_MEL + np.log(hz[above] / _MIN_LOG_HZ) / _LOG_STEP
     return mel
 
 
-def _mel_to_hz(mel: np.ndarray) -> np.ndarray:
+def _mel_to_hz(mel: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     hz = mel * _F_SP
     above = mel >= _MIN_LOG_MEL
     hz[above] = _MIN_LOG_HZ * np.exp(_LOG_STEP * (mel[above] - _MIN_LOG_MEL))
@@ -69,7 +70,7 @@ def _mel_to_hz(mel: np.ndarray) -> np.ndarray:
 
 
 @lru_cache(maxsize=4)
-def mel_filters(n_mels: int) -> np.ndarray:
+def mel_filters(n_mels: int) -> np.ndarray[Any, Any]:
     """The ``[n_mels, 201]`` float32 filterbank (librosa ``filters.mel``, Slaney norm)."""
     if n_mels not in SUPPORTED_MELS:
         raise ValueError(f"Whisper uses 80 or 128 mel bins, not {n_mels}")
@@ -82,21 +83,23 @@ def mel_filters(n_mels: int) -> np.ndarray:
     upper = ramps[2:] / widths[1:, None]
     weights = np.maximum(0.0, np.minimum(lower, upper))
     weights *= (2.0 / (hz_edges[2:] - hz_edges[:-2]))[:, None]  # equal area per filter
-    result = weights.astype(np.float32)
+    result: np.ndarray[Any, Any] = weights.astype(np.float32)
     result.setflags(write=False)
     return result
 
 
 @lru_cache(maxsize=1)
-def _hann_window() -> np.ndarray:
+def _hann_window() -> np.ndarray[Any, Any]:
     """Periodic Hann window, as ``torch.hann_window(400)``."""
     n = np.arange(N_FFT, dtype=np.float64)
-    window = 0.5 - 0.5 * np.cos(2.0 * np.pi * n / N_FFT)
+    window: np.ndarray[Any, Any] = 0.5 - 0.5 * np.cos(2.0 * np.pi * n / N_FFT)
     window.setflags(write=False)
     return window
 
 
-def _power_rows(padded: np.ndarray, first: int, last: int, out: np.ndarray) -> None:
+def _power_rows(
+    padded: np.ndarray[Any, Any], first: int, last: int, out: np.ndarray[Any, Any]
+) -> None:
     """Power spectrum of frames ``[first, last)`` into ``out[first:last]``, in cache-sized chunks.
 
     Frame i is ``padded[160 i : 160 i + 400]``, a strided view (no copy). Per chunk: the Hann
@@ -115,7 +118,7 @@ def _power_rows(padded: np.ndarray, first: int, last: int, out: np.ndarray) -> N
         np.add(squares[:, 0::2], squares[:, 1::2], out=out[start:stop], casting="same_kind")
 
 
-def _power_spectrum(padded: np.ndarray, count: int, threads: int) -> np.ndarray:
+def _power_spectrum(padded: np.ndarray[Any, Any], count: int, threads: int) -> np.ndarray[Any, Any]:
     """``[count, 201]`` float32 power, the frames split between ``threads`` threads."""
     power = np.empty((count, N_FFT // 2 + 1), np.float32)
     parts = max(1, min(threads, count // _CHUNK + 1))
@@ -140,8 +143,8 @@ def _power_spectrum(padded: np.ndarray, count: int, threads: int) -> np.ndarray:
 
 
 def log_mel(
-    samples: np.ndarray, n_mels: int = 80, frames: int | None = N_FRAMES, threads: int = 2
-) -> np.ndarray:
+    samples: np.ndarray[Any, Any], n_mels: int = 80, frames: int | None = N_FRAMES, threads: int = 2
+) -> np.ndarray[Any, Any]:
     """Log-mel features ``[n_mels, frames]`` (float32) of 16 kHz mono ``samples``.
 
     ``frames`` (default 3000, one encoder window) pads the audio with zeros or trims it to
@@ -161,10 +164,11 @@ def log_mel(
     mel = mel_filters(n_mels) @ _power_spectrum(padded, count, threads).T
     log_spec = np.log10(np.maximum(mel, _LOG_FLOOR))
     log_spec = np.maximum(log_spec, log_spec.max() - 8.0)
-    return (log_spec + 4.0) / 4.0
+    scaled: np.ndarray[Any, Any] = (log_spec + 4.0) / 4.0
+    return scaled
 
 
-def to_encoder_input(features: np.ndarray) -> np.ndarray:
+def to_encoder_input(features: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """``[n_mels, frames]`` -> the fp16 ``[1, frames, n_mels]`` that ``encoder_input_features``
     takes (NVIDIA's BLS transposes the same way before calling ``tensorrt_llm``)."""
     return np.ascontiguousarray(features.T[None].astype(np.float16))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from gateway.families.calls import Task
 from gateway.families.whisper.tokens import WhisperTokenizer
@@ -64,7 +65,7 @@ class Segment:
     tokens: tuple[int, ...]
 
 
-def _close(tokenizer: WhisperTokenizer, start: float, end: float, tokens: list[int]) -> list:
+def _close(tokenizer: WhisperTokenizer, start: float, end: float, tokens: list[int]) -> list[Any]:
     text = tokenizer.decode(tokens)
     return [Segment(start, end, text, tuple(tokens))] if text.strip() else []
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -47,7 +48,7 @@ class Window:
         return (self.end - self.start) / SAMPLE_RATE
 
 
-def _energy(samples: np.ndarray) -> np.ndarray:
+def _energy(samples: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """Smoothed mean-square energy per 10 ms frame."""
     frames = samples.size // _FRAME
     power = np.square(samples[: frames * _FRAME].astype(np.float32)).reshape(frames, _FRAME)
@@ -77,9 +78,9 @@ def _longest_gap(speech: Sequence[tuple[int, int]], lo: int, hi: int) -> tuple[i
 
 
 def plan_windows(
-    samples: np.ndarray,
+    samples: np.ndarray[Any, Any],
     max_window_s: float,
-    find_speech: Callable[[np.ndarray], Sequence[tuple[int, int]]] | None = None,
+    find_speech: Callable[[np.ndarray[Any, Any]], Sequence[tuple[int, int]]] | None = None,
 ) -> list[Window]:
     """Consecutive windows covering ``samples`` exactly, none longer than ``max_window_s``.
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import codecs
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -35,13 +36,17 @@ def contract_kind(declared: frozenset[str]) -> str | None:
     return None
 
 
-def _scalar(value: int | bool, dtype: type) -> np.ndarray:
+def _scalar(value: int | bool, dtype: type) -> np.ndarray[Any, Any]:
     return np.array([[value]], dtype=dtype)
 
 
 def direct_arrays(
-    features: np.ndarray, prompt: tuple[int, ...], max_new_tokens: int, end_id: int, stream: bool
-) -> dict[str, np.ndarray]:
+    features: np.ndarray[Any, Any],
+    prompt: tuple[int, ...],
+    max_new_tokens: int,
+    end_id: int,
+    stream: bool,
+) -> dict[str, np.ndarray[Any, Any]]:
     """One window for the encoder-decoder model (``features``: fp16 ``[1, frames, n_mels]``)."""
     frames = int(features.shape[1])
     return {
@@ -59,7 +64,7 @@ def direct_arrays(
     }
 
 
-def bls_arrays(samples: np.ndarray, text_prefix: str) -> dict[str, np.ndarray]:
+def bls_arrays(samples: np.ndarray[Any, Any], text_prefix: str) -> dict[str, np.ndarray[Any, Any]]:
     """``WAV`` ``[1, n]``, ``WAV_LENS`` ``[1, 1]`` and ``TEXT_PREFIX`` ``[1, 1]``."""
     wav = samples.astype(np.float32, copy=False)[None]
     return {
@@ -69,7 +74,7 @@ def bls_arrays(samples: np.ndarray, text_prefix: str) -> dict[str, np.ndarray]:
     }
 
 
-def output_ids(outputs: Mapping[str, np.ndarray]) -> list[int]:
+def output_ids(outputs: Mapping[str, np.ndarray[Any, Any]]) -> list[int]:
     """Beam 0's token ids, cut to ``sequence_length`` when the response carries it."""
     ids = outputs.get("output_ids")
     if ids is None or ids.size == 0:
@@ -81,7 +86,7 @@ def output_ids(outputs: Mapping[str, np.ndarray]) -> list[int]:
     return [int(t) for t in beam]
 
 
-def transcript_text(outputs: Mapping[str, np.ndarray]) -> str | None:
+def transcript_text(outputs: Mapping[str, np.ndarray[Any, Any]]) -> str | None:
     """The ``TRANSCRIPTS`` text of one ``whisper_bls`` response (None: not in this one)."""
     value = outputs.get("TRANSCRIPTS")
     if value is None or value.size == 0:
@@ -115,7 +120,7 @@ class DirectReader:
         default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace")
     )
 
-    def feed(self, outputs: Mapping[str, np.ndarray]) -> str:
+    def feed(self, outputs: Mapping[str, np.ndarray[Any, Any]]) -> str:
         ids = output_ids(outputs)
         if self.echoed and ids[: len(self.echoed)] == list(self.echoed):
             ids = ids[len(self.echoed) :]
@@ -145,7 +150,7 @@ class BlsReader:
     tokens: int = 0
     _text: str = ""
 
-    def feed(self, outputs: Mapping[str, np.ndarray]) -> str:
+    def feed(self, outputs: Mapping[str, np.ndarray[Any, Any]]) -> str:
         current = transcript_text(outputs)
         if current is None:
             return ""
@@ -166,7 +171,7 @@ class LanguageReader:
     tokens: int = 0
     _ids: list[int] = field(default_factory=list)
 
-    def feed(self, outputs: Mapping[str, np.ndarray]) -> str:
+    def feed(self, outputs: Mapping[str, np.ndarray[Any, Any]]) -> str:
         ids = output_ids(outputs)
         if self.echoed and ids[: len(self.echoed)] == list(self.echoed):
             ids = ids[len(self.echoed) :]

@@ -10,6 +10,8 @@ While server VAD listens to silence, everything older than the prefix padding is
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 SAMPLE_RATE = 16_000
@@ -19,7 +21,7 @@ class AudioBuffer:
     def __init__(self, max_samples: int) -> None:
         self.max_samples = max_samples
         self.start = 0  # the clock position of the first buffered sample
-        self._chunks: list[np.ndarray] = []
+        self._chunks: list[np.ndarray[Any, Any]] = []
         self._size = 0
 
     @property
@@ -34,12 +36,12 @@ class AudioBuffer:
     def room_for(self, samples: int) -> bool:
         return self._size + samples <= self.max_samples
 
-    def append(self, samples: np.ndarray) -> None:
+    def append(self, samples: np.ndarray[Any, Any]) -> None:
         if samples.size:
             self._chunks.append(samples)
             self._size += int(samples.size)
 
-    def take(self, until: int | None = None) -> np.ndarray:
+    def take(self, until: int | None = None) -> np.ndarray[Any, Any]:
         """The samples up to clock position ``until`` (all of them: None), removed."""
         whole = np.concatenate(self._chunks) if self._chunks else np.zeros(0, np.int16)
         cut = whole.size if until is None else max(0, min(whole.size, until - self.start))

@@ -66,7 +66,7 @@ MIN_COMMIT_MS = 100  # OpenAI refuses a commit of less (input_audio_buffer_commi
 @dataclass(frozen=True)
 class Utterance:
     item_id: str
-    samples: np.ndarray  # int16, 16 kHz
+    samples: np.ndarray[Any, Any]  # int16, 16 kHz
     speech_end: float  # perf_counter when the speech ended (the commit, or the VAD's stop)
 
 
@@ -258,7 +258,7 @@ class RealtimeSession:
         if self.turns is not None:
             self.turns.reset(position=self.buffer.end)
 
-    def _commit(self, item: str, samples: np.ndarray) -> None:
+    def _commit(self, item: str, samples: np.ndarray[Any, Any]) -> None:
         if self.pending.qsize() >= self.limits.max_pending_utterances:
             raise InvalidRequest(
                 f"{self.pending.qsize()} utterances are already waiting for their transcript; "

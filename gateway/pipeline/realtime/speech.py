@@ -7,13 +7,16 @@ prompt and streaming all apply; only the decoding differs (the session's PCM str
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
+from typing import Any
 
 import numpy as np
+from typing_extensions import assert_never
 
 from gateway.errors import InvalidRequest
 from gateway.families.base import SpeechOptions
 from gateway.families.calls import Outcome, Sampling
+from gateway.families.events import ChoiceDone, Done, TextDelta, ToolCallPiece
 from gateway.pipeline.realtime.config import SessionConfig
 from gateway.pipeline.relay import relay
 from gateway.pipeline.transcribe import TranscriptionJob, check_transcription, prepare_samples
@@ -50,23 +53,30 @@ async def check(runtime: Runtime, config: SessionConfig) -> TranscriptionJob:
         return await check_transcription(served, _job(config))
     except InvalidRequest as exc:
         if exc.param in ("language", "prompt", "temperature"):
-            exc.param = f"session.audio.input.transcription.{exc.param}"
+            raise exc.revised(param=f"session.audio.input.transcription.{exc.param}") from exc
         raise
 
 
 async def transcribe(
-    runtime: Runtime, config: SessionConfig, samples: np.ndarray, request_id: str
-) -> AsyncIterator[str | Outcome]:
+    runtime: Runtime, config: SessionConfig, samples: np.ndarray[Any, Any], request_id: str
+) -> AsyncGenerator[str | Outcome, None]:
     """The utterance's text as Triton writes it (int16 ``samples`` at 16 kHz), then the
     ``Outcome``. Closing the iterator cancels the Triton requests."""
     served = _served(runtime, config)
     job = await check(runtime, config)
     audio = samples.astype(np.float32) / 32768.0
     prepared = await prepare_samples(served, job, audio, runtime, stream=True)
-    pieces = relay(prepared, request_id)
+    events = relay(prepared, request_id)
     try:
-        async for piece in pieces:
-            if isinstance(piece, str | Outcome):
-                yield piece
+        async for event in events:
+            match event:
+                case TextDelta(text):
+                    yield text
+                case Done(outcome):
+                    yield outcome
+                case ToolCallPiece() | ChoiceDone():  # a transcription has neither
+                    pass
+                case _:
+                    assert_never(event)
     finally:
-        await pieces.aclose()  # type: ignore[attr-defined]
+        await events.aclose()

@@ -9,28 +9,37 @@ OpenAI does): its arguments are not valid JSON, and ``length`` says why.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import replace
 
-from gateway.families.calls import Outcome, Scored
+from typing_extensions import assert_never
+
+from gateway.families.events import ChoiceDone, Done, Relay, TextDelta, ToolCallPiece
 from gateway.families.tool_formats.base import Piece, ToolParser
 
 
-async def with_tools(
-    events: AsyncIterator[str | Scored | Outcome], parser: ToolParser
-) -> AsyncIterator[Piece | Outcome]:
-    """``events`` through ``parser``. Scored pieces are read as their text: the pipeline
-    refuses ``logprobs`` with tools, so none carries tokens here."""
+def _events(pieces: list[Piece]) -> list[TextDelta | ToolCallPiece]:
+    return [TextDelta(p) if isinstance(p, str) else ToolCallPiece(p) for p in pieces if p]
+
+
+async def with_tools(events: Relay, parser: ToolParser) -> Relay:
+    """One choice's ``events`` through ``parser``. Text deltas are read as their text: the
+    pipeline refuses ``logprobs`` with tools, so none carries tokens here."""
     try:
-        async for item in events:
-            if isinstance(item, Outcome):
-                for piece in parser.close(cut=item.finish_reason == "length"):
-                    yield piece
-                if parser.calls and item.finish_reason == "stop":
-                    item = replace(item, finish_reason="tool_calls")
-                yield item
-                return
-            for piece in parser.feed(item.text if isinstance(item, Scored) else item):
-                yield piece
+        async for event in events:
+            match event:
+                case TextDelta(text):
+                    for piece in _events(parser.feed(text)):
+                        yield piece
+                case Done(outcome):
+                    for piece in _events(parser.close(cut=outcome.finish_reason == "length")):
+                        yield piece
+                    if parser.calls and outcome.finish_reason == "stop":
+                        outcome = replace(outcome, finish_reason="tool_calls")
+                    yield Done(outcome)
+                    return
+                case ToolCallPiece() | ChoiceDone():  # a relay's own events are text and Done
+                    yield event
+                case _:
+                    assert_never(event)
     finally:
-        await events.aclose()  # type: ignore[attr-defined]
+        await events.aclose()

@@ -63,7 +63,8 @@ def default_load_threads() -> int:
 
 def backoff(first_s: float, failures: int) -> float:
     """The pause after the ``failures``-th failure in a row: doubling, capped."""
-    return min(MAX_BACKOFF_S, first_s * 2 ** max(0, failures - 1))
+    pause: float = min(MAX_BACKOFF_S, first_s * 2 ** max(0, failures - 1))
+    return pause
 
 
 class DiedBeforeReady(UpstreamUnavailable):

@@ -37,7 +37,7 @@ class Health:
         now = time.monotonic() if now is None else now
         self.failures += 1
         self.ejections += 1
-        pause = min(MAX_EJECT_BACKOFF_S, self.backoff_s * 2 ** (self.failures - 1))
+        pause: float = min(MAX_EJECT_BACKOFF_S, self.backoff_s * 2 ** (self.failures - 1))
         self.ejected_until = now + pause
         return pause
 

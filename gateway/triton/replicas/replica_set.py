@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -283,7 +283,7 @@ class ReplicaSet:
         request_id: str,
         outputs: Sequence[str] = (),
         route: Route | None = None,
-    ) -> AsyncIterator[service_pb2.ModelInferResponse]:
+    ) -> AsyncGenerator[service_pb2.ModelInferResponse, None]:
         """One call on the best replica; retried once on the next choice when the first fails
         before its first response."""
         if model_name not in self._references:

@@ -12,7 +12,8 @@ import pytest
 
 from gateway.config import ServedModel
 from gateway.errors import InvalidRequest, UpstreamFailed
-from gateway.families.calls import GenerationRequest, Outcome, Plan
+from gateway.families.calls import GenerationRequest, Plan
+from gateway.families.events import Done
 from gateway.families.registry import get_family
 from gateway.pipeline.lora import (
     LoraChoice,
@@ -145,7 +146,7 @@ async def test_relay_records_delivery_and_forgets_after_an_id_only_failure(
 ) -> None:
     first = prepared_with(FakeClient(), tmp_path, weights=True)
     items = [item async for item in relay(first, "r1")]
-    assert isinstance(items[-1], Outcome)
+    assert isinstance(items[-1], Done)
     assert not first.served.lora.needs_weights(7)
 
     failing = prepared_with(FakeClient(fail=True), tmp_path, weights=False)

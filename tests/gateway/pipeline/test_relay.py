@@ -11,7 +11,8 @@ import pytest
 
 from gateway.config import ServedModel
 from gateway.errors import UpstreamFailed
-from gateway.families.calls import GenerationRequest, Outcome, Plan
+from gateway.families.calls import GenerationRequest, Plan
+from gateway.families.events import Done, TextDelta
 from gateway.families.registry import get_family
 from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.record import RequestRecord
@@ -77,7 +78,8 @@ async def test_request_id_reaches_triton_and_usage_reaches_the_record() -> None:
     record = bound_record(metrics)
     items = [item async for item in relay(prepared(client), "req-1", record)]
     assert client.request_ids == ["req-1"]
-    assert items[:3] == ["a", "b", "c"] and isinstance(items[-1], Outcome)
+    assert items[:3] == [TextDelta("a"), TextDelta("b"), TextDelta("c")]
+    assert isinstance(items[-1], Done)
     assert record.tokens_streamed == 3 and record.completion_tokens == 3
     assert record.prompt_tokens == 7 and record.finish_reason == "stop"
     assert not record.cancelled and record.error_code is None
@@ -90,7 +92,7 @@ async def test_leaving_early_cancels_upstream_and_marks_the_record() -> None:
     client = FakeClient(["a"] * 100)
     record = bound_record(GatewayMetrics())
     events = relay(prepared(client, max_tokens=100), "req-2", record)
-    assert await anext(events) == "a"
+    assert await anext(events) == TextDelta("a")
     await events.aclose()
     assert client.closed and record.cancelled
 
@@ -100,8 +102,8 @@ async def test_normal_end_is_not_a_cancellation() -> None:
     record = bound_record(GatewayMetrics())
     events = relay(prepared(client), "req-3", record)
     async for item in events:
-        if isinstance(item, Outcome):
-            break  # as sse_events does: stop reading once the outcome is in
+        if isinstance(item, Done):
+            break  # as stream_events does: stop reading once the outcome is in
     await events.aclose()
     assert not record.cancelled
 

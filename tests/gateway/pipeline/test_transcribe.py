@@ -20,6 +20,7 @@ from gateway.config import REFERENCE_WHISPER, ServedModel, WhisperOptions
 from gateway.errors import ClientError, InvalidRequest, UpstreamFailed
 from gateway.families.base import SpeechOptions
 from gateway.families.calls import GenerationRequest, Outcome, Sampling, Transcript
+from gateway.families.events import Done, TextDelta
 from gateway.families.registry import get_family
 from gateway.families.whisper.tokens import load_tokenizer
 from gateway.pipeline.relay import family_plan, prepared, relay
@@ -103,8 +104,17 @@ async def transcription(model: ServedRuntime, request: TranscriptionJob, samples
     return prepared(model, contract, await family_plan(model, draft, samples, request.speech))
 
 
+async def _plain(ready) -> list[str | Outcome]:
+    """The relay's events as text pieces, then the outcome."""
+    return [
+        event.text if isinstance(event, TextDelta) else event.outcome
+        async for event in relay(ready, "req")
+        if isinstance(event, TextDelta | Done)
+    ]
+
+
 async def _run(ready, stream: bool = True) -> tuple[list[str], Transcript]:
-    items = [item async for item in relay(ready, "req")]
+    items = await _plain(ready)
     outcome = items[-1]
     assert isinstance(outcome, Outcome) and outcome.transcript is not None
     return items[:-1], outcome.transcript
@@ -174,8 +184,9 @@ async def test_a_failing_window_fails_the_transcription() -> None:
     ready = await transcription(model, job(language="en"), audio(35.0))
     received: list[str] = []
     with pytest.raises(UpstreamFailed, match="window 2"):
-        async for item in relay(ready, "req"):
-            received.append(item)  # type: ignore[arg-type]
+        async for event in relay(ready, "req"):
+            assert isinstance(event, TextDelta)
+            received.append(event.text)
     assert "".join(received) == "w0 w1"  # earlier windows already streamed
 
 
@@ -186,13 +197,13 @@ async def test_chat_to_a_speech_model_honours_max_tokens_and_stop_strings() -> N
     contract = await model.get_contract()
     draft = GenerationRequest("", 4, True, Sampling(temperature=0.0))
     ready = prepared(model, contract, await family_plan(model, draft, audio(35.0)))
-    items = [item async for item in relay(ready, "req")]
+    items = await _plain(ready)
     outcome = items[-1]
     assert isinstance(outcome, Outcome) and outcome.finish_reason == "length"
     assert "".join(items[:-1]) == "w0" and outcome.usage.completion_tokens == 4
     draft = GenerationRequest("", 100, True, Sampling(temperature=0.0))
     ready = prepared(model, contract, await family_plan(model, draft, audio(35.0)), ("w2",))
-    items = [item async for item in relay(ready, "req")]
+    items = await _plain(ready)
     assert "".join(items[:-1]) == "w0 w1 " and items[-1].finish_reason == "stop"
 
 

@@ -153,7 +153,7 @@ async def test_a_body_over_the_cap(gateways: Gateways, fake: FakeTriton) -> None
     auth = {"Authorization": f"Bearer {API_KEY}"}
     async with http_client(guarded.app, headers=auth) as http:
         response = await http.post(URL, data=form(), files=upload(bytes(BODY_CAP)))
-        assert_openai_error(response, 400, "request_too_large")
+        assert_openai_error(response, 413, "request_too_large")
 
         body, headers = multipart(form(), upload(bytes(2 * BODY_CAP)))
 
@@ -163,7 +163,7 @@ async def test_a_body_over_the_cap(gateways: Gateways, fake: FakeTriton) -> None
 
         response = await http.post(URL, content=chunks(), headers=headers)
         assert "content-length" not in response.request.headers
-        assert_openai_error(response, 400, "request_too_large")
+        assert_openai_error(response, 413, "request_too_large")
 
 
 @pytest.mark.parametrize("stream", ["false", "true"])

@@ -183,7 +183,7 @@ async def guarded(gateways: Gateways, fake: FakeTriton) -> AsyncIterator[httpx.A
 
 async def test_a_body_declared_over_the_cap(guarded: httpx.AsyncClient) -> None:
     body = chat("x" * BODY_CAP)
-    error = assert_openai_error(await guarded.post(URL, json=body), 400, "request_too_large")
+    error = assert_openai_error(await guarded.post(URL, json=body), 413, "request_too_large")
     assert str(BODY_CAP) in error["message"]
 
 
@@ -196,7 +196,7 @@ async def test_a_body_streamed_past_the_cap_without_a_length(guarded: httpx.Asyn
 
     response = await guarded.post(URL, content=chunks())
     assert "content-length" not in response.request.headers
-    assert_openai_error(response, 400, "request_too_large")
+    assert_openai_error(response, 413, "request_too_large")
 
 
 async def test_a_body_under_the_cap_is_served(guarded: httpx.AsyncClient, fake: FakeTriton) -> None:

@@ -49,7 +49,7 @@ async def test_fields_repeated_fields_and_the_file(http: httpx.AsyncClient) -> N
 
 async def test_a_body_over_the_cap_is_refused(http: httpx.AsyncClient) -> None:
     response = await http.post("/upload", files={"file": ("a.wav", bytes(CAP + 1))})
-    assert response.status_code == 400
+    assert response.status_code == 413
     assert response.json()["error"]["code"] == "request_too_large"
 
 

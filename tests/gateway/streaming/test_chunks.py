@@ -1,5 +1,6 @@
 import json
 
+from gateway.families.events import TextDelta
 from gateway.protocol.common import UsageCounts
 from gateway.streaming.chunks import DONE_FRAME, ChunkWriter, completion_body
 
@@ -11,7 +12,7 @@ def parse(frame: bytes) -> dict:
 
 def test_content_chunk_is_valid_json_with_escaped_text() -> None:
     writer = ChunkWriter("chatcmpl-1", "m", created=5)
-    chunk = parse(writer.content('quote " newline \n unicode é </script>'))
+    chunk = parse(writer.content(TextDelta('quote " newline \n unicode é </script>')))
     assert chunk == {
         "id": "chatcmpl-1",
         "object": "chat.completion.chunk",

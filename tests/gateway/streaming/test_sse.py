@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from gateway.errors import UpstreamFailed
 from gateway.families.calls import Outcome
+from gateway.families.events import Done, RelayEvent, TextDelta
 from gateway.protocol.common import UsageCounts
 from gateway.streaming.chunks import ChunkWriter
 from gateway.streaming.sse import stream_events
@@ -18,17 +19,21 @@ def frames_of(body: bytes) -> list[str]:
     return [part.removeprefix("data: ") for part in body.decode().split("\n\n") if part]
 
 
+def event(item: str | Outcome) -> RelayEvent:
+    return TextDelta(item) if isinstance(item, str) else Done(item)
+
+
 async def bodies(
     first: str | Outcome, rest: list[str | Outcome | Exception], include_usage: bool = True
 ) -> list[bytes]:
-    async def events() -> AsyncIterator[str | Outcome]:
+    async def events() -> AsyncGenerator[RelayEvent, None]:
         for item in rest:
             if isinstance(item, Exception):
                 raise item
-            yield item
+            yield event(item)
 
     writer = ChunkWriter("chatcmpl-test", "m", created=1, include_usage=include_usage)
-    return [body async for body in stream_events(first, events(), writer)]
+    return [body async for body in stream_events(event(first), events(), writer)]
 
 
 async def test_role_rides_with_the_first_token_and_the_end_is_one_body() -> None:
@@ -47,8 +52,8 @@ async def test_role_rides_with_the_first_token_and_the_end_is_one_body() -> None
     assert done == "[DONE]"
 
 
-async def test_empty_deltas_send_nothing_until_text_or_the_end() -> None:
-    sent = await bodies("", ["", Outcome("length", UsageCounts(1, 0))], include_usage=False)
+async def test_an_answer_without_text_is_one_body() -> None:
+    sent = await bodies(Outcome("length", UsageCounts(1, 0)), [], include_usage=False)
     assert len(sent) == 1
     role, finish, done = frames_of(sent[0])
     assert json.loads(role)["choices"][0]["delta"]["role"] == "assistant"
@@ -56,9 +61,10 @@ async def test_empty_deltas_send_nothing_until_text_or_the_end() -> None:
     assert done == "[DONE]"
 
 
-async def test_a_failure_before_any_text_still_sends_the_role_then_the_error() -> None:
-    sent = await bodies("", [UpstreamFailed("Triton went away")])
-    role, error, done = frames_of(b"".join(sent))
+async def test_a_failure_after_the_first_text_sends_the_error_then_done() -> None:
+    sent = await bodies("Hel", [UpstreamFailed("Triton went away")])
+    role, text, error, done = frames_of(b"".join(sent))
     assert json.loads(role)["choices"][0]["delta"]["role"] == "assistant"
+    assert json.loads(text)["choices"][0]["delta"] == {"content": "Hel"}
     assert json.loads(error)["error"]["message"] == "Triton went away"
     assert done == "[DONE]"

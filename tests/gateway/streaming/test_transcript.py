@@ -11,6 +11,7 @@ from openai.types.audio import TranscriptionTextDoneEvent
 
 from gateway.errors import UpstreamFailed
 from gateway.families.calls import Outcome, TimedSegment, Transcript
+from gateway.families.events import Done, TextDelta
 from gateway.protocol.common import UsageCounts
 from gateway.streaming.sse import stream_events
 from gateway.streaming.transcript import (
@@ -23,6 +24,7 @@ from gateway.streaming.transcript import (
     vtt_body,
 )
 
+HELLO = TextDelta("Hello")
 TRANSCRIPT = Transcript(
     task="transcribe",
     language="english",
@@ -74,13 +76,13 @@ async def _items(*items: object) -> AsyncIterator:
     for item in items:
         if isinstance(item, Exception):
             raise item
-        yield item
+        yield TextDelta(item) if isinstance(item, str) else Done(item)
 
 
 async def test_sse_deltas_then_done_with_openais_token_usage() -> None:
     transcript = dataclasses.replace(TRANSCRIPT, prompt_tokens=4, completion_tokens=9)
     events = _items(" there.", Outcome("stop", UsageCounts(4, 9), transcript))
-    frames = [frame async for frame in stream_events("Hello", events, TranscriptEvents())]
+    frames = [frame async for frame in stream_events(HELLO, events, TranscriptEvents())]
     *deltas, done = _events(frames)
     assert deltas == [
         {"type": "transcript.text.delta", "delta": "Hello"},
@@ -105,5 +107,5 @@ async def test_sse_deltas_then_done_with_openais_token_usage() -> None:
 
 async def test_an_error_after_the_first_byte_is_an_error_event() -> None:
     events = _items(UpstreamFailed("window 2 failed"))
-    frames = [frame async for frame in stream_events("Hello", events, TranscriptEvents())]
+    frames = [frame async for frame in stream_events(HELLO, events, TranscriptEvents())]
     assert _events(frames)[-1]["error"]["code"] == "upstream_failed"

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from tritonclient.grpc import InferResult, service_pb2
 
-from gateway.triton.responses import text_response
+from gateway.triton.outputs import text_response
 
 
 def message(

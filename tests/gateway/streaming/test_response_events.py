@@ -1,58 +1,52 @@
-"""The Responses event stream for every kind of item a relay can yield (text pieces, pieces
-carrying ``.text``, tool-call deltas), replayed through the OpenAI SDK's own stream
+"""The Responses event stream for every kind of event a relay can yield (text deltas, with
+and without token log probabilities, tool-call pieces), replayed through the OpenAI SDK's own stream
 accumulator (what ``client.responses.stream`` runs), so its helpers work unchanged."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator
 from typing import Any
 
-import pytest
 from openai import omit
 from openai.lib.streaming.responses._responses import ResponseStreamState
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
 from gateway.errors import UpstreamTimeout
-from gateway.families.calls import Outcome
+from gateway.families.calls import Outcome, TokenLogprob
+from gateway.families.events import Done, RelayEvent, TextDelta, ToolCallPiece
+from gateway.families.tool_formats.base import ToolCallDelta
 from gateway.protocol.common import UsageCounts
-from gateway.streaming.responses import ResponseBuilder, ResponseEvents
+from gateway.streaming.response_events import ResponseBuilder, ResponseEvents
 from gateway.streaming.sse import stream_events
 
 EVENT = TypeAdapter(ResponseStreamEvent)
 ECHO = {"model": "m", "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}
 
 
-@dataclass(frozen=True)
-class Delta:
-    """A tool-call delta as a parser would yield it (``streaming.responses.ToolCallDelta``)."""
-
-    index: int
-    id: str | None
-    name: str | None
-    arguments: str
+def Delta(index: int, id: str | None, name: str | None, arguments: str) -> ToolCallPiece:
+    """A tool-call piece as a parser yields it."""
+    return ToolCallPiece(ToolCallDelta(index, arguments, id, name))
 
 
-@dataclass(frozen=True)
-class Scored:
-    """A text piece with token log probabilities: read through ``.text``."""
-
-    text: str
-    logprobs: tuple[float, ...] = ()
+def Scored(text: str) -> TextDelta:
+    """A text delta with token log probabilities."""
+    return TextDelta(text, 0, (TokenLogprob(text, -0.5),))
 
 
-async def relay(items: list[Any], builder: ResponseBuilder) -> AsyncIterator[Any]:
-    """The relay's items, each fed to the builder first (as ``pipeline.responses.stored``)."""
+async def relay(items: list[Any], builder: ResponseBuilder) -> AsyncGenerator[RelayEvent, None]:
+    """The relay's events, each fed to the builder first (as ``pipeline.responses.stored``)."""
     for item in items:
         if isinstance(item, Outcome):
             builder.finish(item)
+            yield Done(item)
         elif isinstance(item, Exception):
             raise item
         else:
-            builder.add(item)
-        yield item
+            event = TextDelta(item) if isinstance(item, str) else item
+            builder.add(event)
+            yield event
 
 
 async def stream(items: list[Any]) -> list[dict[str, Any]]:
@@ -142,9 +136,3 @@ async def test_an_empty_answer_completes_with_no_output() -> None:
         "response.completed",
     ]
     replay(payloads)
-
-
-def test_an_item_that_is_not_text_is_refused() -> None:
-    builder = ResponseBuilder("resp_1", 1, ECHO)
-    with pytest.raises(TypeError):
-        builder.add(42)

@@ -15,14 +15,13 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
 from gateway.errors import GatewayError, InvalidRequest, NotFound, echoed
-from gateway.families.calls import Outcome
+from gateway.families.events import Done, Relay
 from gateway.pipeline.chat import prepare_chat
 from gateway.pipeline.generation import VLLM_EXTENSIONS
 from gateway.pipeline.relay import Prepared
@@ -31,7 +30,7 @@ from gateway.protocol.chat import ChatCompletionRequest
 from gateway.protocol.responses import FunctionTool, ResponsesRequest
 from gateway.runtime import Runtime
 from gateway.store import StoredResponse
-from gateway.streaming.responses import ResponseBuilder
+from gateway.streaming.response_events import ResponseBuilder
 
 # include values: the input images' URLs are always listed; the others need what is not here.
 LOGPROBS = "message.output_text.logprobs"
@@ -312,25 +311,26 @@ async def prepare_response(job: ResponseJob, runtime: Runtime) -> list[Prepared]
     try:
         return await prepare_chat(job.chat, runtime)
     except GatewayError as exc:
-        rename(exc, job.origins)
-        raise
+        raise renamed(exc, job.origins) from exc
 
 
-def rename(error: GatewayError, origins: list[str]) -> None:
-    """Chat's field names in an error, as this request named them."""
+def renamed(error: GatewayError, origins: list[str]) -> GatewayError:
+    """``error`` with chat's field names as this request named them."""
 
     def origin(match: re.Match[str]) -> str:
         index = int(match.group(1))
         return origins[index] if index < len(origins) else match.group(0)
 
-    error.message = _TOOL_FIELD.sub(r"tools[\1].", _MESSAGE.sub(origin, error.message))
+    message = _TOOL_FIELD.sub(r"tools[\1].", _MESSAGE.sub(origin, error.message))
     for chat_name, ours in _PARAMS.items():
         if chat_name != "messages":  # a word of many messages; only its indexed form is renamed
-            error.message = error.message.replace(chat_name, ours)
-    if error.param is not None:
-        error.param = _TOOL_FIELD.sub(r"tools[\1].", _MESSAGE.sub(origin, error.param))
-        head, dot, rest = error.param.partition(".")
-        error.param = _PARAMS.get(head, head) + dot + rest
+            message = message.replace(chat_name, ours)
+    param = error.param
+    if param is not None:
+        param = _TOOL_FIELD.sub(r"tools[\1].", _MESSAGE.sub(origin, param))
+        head, dot, rest = param.partition(".")
+        param = _PARAMS.get(head, head) + dot + rest
+    return error.revised(message=message, param=param)
 
 
 async def append_turn(job: ResponseJob, final: dict[str, Any], runtime: Runtime) -> None:
@@ -344,17 +344,15 @@ async def append_turn(job: ResponseJob, final: dict[str, Any], runtime: Runtime)
         )  # fmt: skip
 
 
-async def stored(
-    events: AsyncIterator[Any], job: ResponseJob, runtime: Runtime
-) -> AsyncIterator[Any]:
-    """The relay's items, each added to the response first; at the end the response is
-    stored (when asked) before its outcome goes on, so it can be read or continued as soon as
+async def stored(events: Relay, job: ResponseJob, runtime: Runtime) -> Relay:
+    """The relay's events, each added to the response first; at the end the response is
+    stored (when asked) before its ``Done`` goes on, so it can be read or continued as soon as
     the client has it."""
     builder = job.builder
     try:
-        async for item in events:
-            if isinstance(item, Outcome):
-                final = builder.finish(item)
+        async for event in events:
+            if isinstance(event, Done):
+                final = builder.finish(event.outcome)
                 if job.request.store:  # a background run leaves a cancel as it is
                     await runtime.store.put(
                         StoredResponse(builder.id, job.scope, time.time(),
@@ -364,7 +362,7 @@ async def stored(
                 if job.conversation_id is not None:
                     await append_turn(job, final, runtime)
             else:
-                builder.add(item)
-            yield item
+                builder.add(event)
+            yield event
     finally:
-        await events.aclose()  # type: ignore[attr-defined]
+        await events.aclose()

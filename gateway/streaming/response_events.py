@@ -20,37 +20,19 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
+
+from typing_extensions import assert_never
 
 from gateway.errors import GatewayError
-from gateway.families.calls import Outcome, Scored, TokenLogprob
+from gateway.families.calls import Outcome, TokenLogprob
+from gateway.families.events import ChoiceDone, TextDelta, ToolCallPiece
+from gateway.families.tool_formats.base import ToolCallDelta
 from gateway.streaming.logprobs import chat_logprobs
-
-
-@runtime_checkable
-class ToolCallDelta(Protocol):
-    """A piece of a function call the model is making (what a tool-call parser yields):
-    ``index`` tells parallel calls apart; ``id`` and ``name`` come with a call's first piece."""
-
-    index: int
-    id: str | None
-    name: str | None
-    arguments: str
 
 
 def new_response_id() -> str:
     return f"resp_{uuid.uuid4().hex}"
-
-
-def piece_text(item: object) -> str:
-    """A text piece of the relay: a ``str``, or a piece that carries ``.text`` (one with token
-    log probabilities)."""
-    if isinstance(item, str):
-        return item
-    text = getattr(item, "text", None)
-    if not isinstance(text, str):
-        raise TypeError(f"the relay yielded {type(item).__name__}, not a text piece")
-    return text
 
 
 class ResponseBuilder:
@@ -73,11 +55,18 @@ class ResponseBuilder:
         """The index of the output item the last piece went to."""
         return len(self.items) - 1
 
-    def add(self, item: object) -> None:
-        # A str first: the per-token path; a runtime Protocol check costs a few hasattr calls.
-        if not isinstance(item, str) and isinstance(item, ToolCallDelta):
-            self._tool_call(item)
-            return
+    def add(self, event: TextDelta | ToolCallPiece | ChoiceDone) -> None:
+        match event:
+            case TextDelta(text, _, tokens):
+                self._text(text, tokens)
+            case ToolCallPiece(delta):
+                self._tool_call(delta)
+            case ChoiceDone():  # one choice: it ends with the request's Done
+                pass
+            case _:
+                assert_never(event)
+
+    def _text(self, text: str, tokens: tuple[TokenLogprob, ...] | None) -> None:
         if self._message is None:
             self._close_message("completed")
             self._message = len(self.items)
@@ -85,9 +74,9 @@ class ResponseBuilder:
                 {"id": f"msg_{uuid.uuid4().hex}", "type": "message", "status": "in_progress",
                  "role": "assistant", "content": []}
             )  # fmt: skip
-        self._pieces.append(piece_text(item))
-        if isinstance(item, Scored):
-            self._tokens.extend(item.tokens)
+        self._pieces.append(text)
+        if tokens is not None:
+            self._tokens.extend(tokens)
 
     def _tool_call(self, delta: ToolCallDelta) -> None:
         index = self._calls.get(delta.index)
@@ -211,27 +200,36 @@ class ResponseEvents:
             "response.in_progress", response=snapshot
         )
 
-    def content(self, item: object) -> bytes:
+    def content(self, event: TextDelta | ToolCallPiece | ChoiceDone) -> bytes:
+        if isinstance(event, ChoiceDone):  # one choice: it ends with the request's Done
+            return b""
         frames = b""
         current = self.builder.current
         if current != self._open:
             frames = self._close() + self._announce(current)
-        if not isinstance(item, str) and isinstance(item, ToolCallDelta):
-            return frames + self._event(
-                "response.function_call_arguments.delta",
-                item_id=self.builder.items[current]["id"], output_index=current,
-                delta=item.arguments,
-            )  # fmt: skip
-        if isinstance(item, Scored):
-            return frames + self._event(
-                "response.output_text.delta", item_id=self.builder.items[current]["id"],
-                output_index=current, content_index=0, logprobs=token_logprobs(item.tokens),
-                delta=item.text,
-            )  # fmt: skip
-        sequence = str(self.sequence).encode()
-        self.sequence += 1
-        piece = json.dumps(piece_text(item)).encode()
-        return frames + self._delta_prefix + piece + b',"sequence_number":' + sequence + b"}\n\n"
+        match event:
+            case TextDelta(text=text, tokens=None):  # the per-token fast path
+                sequence = str(self.sequence).encode()
+                self.sequence += 1
+                piece = json.dumps(text).encode()
+                return (
+                    frames + self._delta_prefix + piece + b',"sequence_number":' + sequence
+                    + b"}\n\n"
+                )  # fmt: skip
+            case TextDelta(text, _, tokens):
+                return frames + self._event(
+                    "response.output_text.delta", item_id=self.builder.items[current]["id"],
+                    output_index=current, content_index=0, logprobs=token_logprobs(tokens or ()),
+                    delta=text,
+                )  # fmt: skip
+            case ToolCallPiece(delta):
+                return frames + self._event(
+                    "response.function_call_arguments.delta",
+                    item_id=self.builder.items[current]["id"], output_index=current,
+                    delta=delta.arguments,
+                )  # fmt: skip
+            case _:
+                assert_never(event)
 
     def _announce(self, index: int) -> bytes:
         """``output_item.added`` (and a message's ``content_part.added``) for item ``index``."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import tritonclient.grpc.aio as grpcclient
@@ -88,21 +89,24 @@ def _int_of(raw: service_pb2.ModelInferResponse, name: str) -> int | None:
     return int(np.asarray(array).reshape(-1)[0]) if array is not None and array.size else None
 
 
-def output_array(raw: service_pb2.ModelInferResponse, name: str) -> np.ndarray | None:
+def output_array(raw: service_pb2.ModelInferResponse, name: str) -> np.ndarray[Any, Any] | None:
     """One output of a response as numpy (BYTES as an object array); None when absent."""
-    return grpcclient.InferResult(raw).as_numpy(name)
+    array: np.ndarray[Any, Any] | None = grpcclient.InferResult(raw).as_numpy(name)
+    return array
 
 
 def output_arrays(
     raw: service_pb2.ModelInferResponse, names: Sequence[str]
-) -> dict[str, np.ndarray]:
+) -> dict[str, np.ndarray[Any, Any]]:
     """The outputs ``names`` a response carries, as numpy (read through one ``InferResult``)."""
     result = grpcclient.InferResult(raw)
     arrays = {name: result.as_numpy(name) for name in names}
     return {name: array for name, array in arrays.items() if array is not None}
 
 
-def token_scores(raw: service_pb2.ModelInferResponse) -> tuple[float | None, np.ndarray | None]:
+def token_scores(
+    raw: service_pb2.ModelInferResponse,
+) -> tuple[float | None, np.ndarray[Any, Any] | None]:
     """A streamed response's newest token: its log probability and its raw logits row.
 
     TensorRT-LLM's streamed ``output_log_probs`` ([1, beams, n]) holds every token so far, so
