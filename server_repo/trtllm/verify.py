@@ -32,7 +32,7 @@ def parse_config(path: Path) -> model_config_pb2.ModelConfig:
 def _param(config: model_config_pb2.ModelConfig, key: str, where: Path) -> str:
     if key not in config.parameters:
         raise TemplateError(f"{where}: the template has no parameter {key!r}; it is required")
-    return config.parameters[key].string_value
+    return str(config.parameters[key].string_value)
 
 
 def _expect(where: Path, what: str, found: object, wanted: object) -> None:
