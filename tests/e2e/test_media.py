@@ -101,12 +101,16 @@ def _pixels_as(fmt: str, **save: object) -> bytes:
     return out.getvalue()
 
 
-async def test_same_pixels_as_png_and_lossless_webp_reuse_the_cache(
+async def test_the_same_image_by_url_and_by_data_url_reuses_the_cache(
     gateway_url: str, media_server: MediaServer
 ) -> None:
-    """The KV-reuse id comes from decoded pixels: a PNG by URL and the same picture as a
-    lossless WebP data: URL share Triton's cached prefix; another picture does not."""
-    media_server.files["same.png"] = (_pixels_as("PNG"), "image/png")
+    """The KV-reuse id comes from the image's validated bytes (and the model's processing), not
+    from where they came from: a PNG by URL and the same PNG as a data: URL share Triton's
+    cached prefix. The same pixels in another encoding (a lossless WebP) get an id of their own:
+    no reuse, and never a wrong one (docs/triton-contract.md)."""
+    png = _pixels_as("PNG")
+    media_server.files["same.png"] = (png, "image/png")
+    inline = base64.b64encode(png).decode()
     webp = base64.b64encode(_pixels_as("WEBP", lossless=True)).decode()
 
     def ask(url: str, question: str) -> dict:
@@ -126,8 +130,14 @@ async def test_same_pixels_as_png_and_lossless_webp_reuse_the_cache(
             "/v1/chat/completions", json=ask(media_server.url("same.png"), "A?")
         )
         again = await http.post(
-            "/v1/chat/completions", json=ask(f"data:image/webp;base64,{webp}", "B?")
+            "/v1/chat/completions", json=ask(f"data:image/png;base64,{inline}", "B?")
         )
-    assert first.status_code == again.status_code == 200, again.text
+        other = await http.post(
+            "/v1/chat/completions", json=ask(f"data:image/webp;base64,{webp}", "C?")
+        )
+    for reply in (first, again, other):
+        assert reply.status_code == 200, reply.text
     cached = again.json()["usage"]["prompt_tokens_details"]["cached_tokens"]
-    assert cached >= 576, "the same pixels must reuse the image's cached prefix"
+    assert cached >= 576, "the same image bytes must reuse the image's cached prefix"
+    not_reused = other.json()["usage"]["prompt_tokens_details"]["cached_tokens"]
+    assert not_reused < 576, "another encoding has an id of its own"
