@@ -7,22 +7,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from gateway.protocol.responses import MAX_METADATA_KEY, MAX_METADATA_KEYS, MAX_METADATA_VALUE
+from gateway.protocol.responses import checked_metadata
 
 MAX_ITEMS_AT_ONCE = 20  # OpenAI: "You may add up to 20 items at a time."
-
-
-def checked_metadata(metadata: dict[str, str] | None) -> dict[str, str] | None:
-    """OpenAI's bounds: 16 keys, keys of at most 64 characters, values of at most 512."""
-    if metadata is None:
-        return None
-    if len(metadata) > MAX_METADATA_KEYS:
-        raise ValueError(f"at most {MAX_METADATA_KEYS} metadata keys are allowed")
-    if any(len(key) > MAX_METADATA_KEY for key in metadata):
-        raise ValueError(f"metadata keys may have at most {MAX_METADATA_KEY} characters")
-    if any(len(value) > MAX_METADATA_VALUE for value in metadata.values()):
-        raise ValueError(f"metadata values may have at most {MAX_METADATA_VALUE} characters")
-    return metadata
 
 
 class ConversationCreate(BaseModel):

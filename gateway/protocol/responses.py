@@ -21,6 +21,19 @@ MAX_METADATA_KEY = 64
 MAX_METADATA_VALUE = 512
 
 
+def checked_metadata(metadata: dict[str, str] | None) -> dict[str, str] | None:
+    """OpenAI's bounds: 16 keys, keys of at most 64 characters, values of at most 512."""
+    if metadata is None:
+        return None
+    if len(metadata) > MAX_METADATA_KEYS:
+        raise ValueError(f"at most {MAX_METADATA_KEYS} metadata keys are allowed")
+    if any(len(key) > MAX_METADATA_KEY for key in metadata):
+        raise ValueError(f"metadata keys may have at most {MAX_METADATA_KEY} characters")
+    if any(len(value) > MAX_METADATA_VALUE for value in metadata.values()):
+        raise ValueError(f"metadata values may have at most {MAX_METADATA_VALUE} characters")
+    return metadata
+
+
 class _Item(BaseModel):
     """Input items and parts: strict types; fields the gateway does not read are ignored
     (``status``, a replayed item's ``annotations``), as they change nothing."""
@@ -200,12 +213,4 @@ class ResponsesRequest(BaseModel):
     @field_validator("metadata")
     @classmethod
     def _metadata_bounds(cls, metadata: dict[str, str] | None) -> dict[str, str] | None:
-        if metadata is None:
-            return None
-        if len(metadata) > MAX_METADATA_KEYS:
-            raise ValueError(f"at most {MAX_METADATA_KEYS} metadata keys are allowed")
-        if any(len(key) > MAX_METADATA_KEY for key in metadata):
-            raise ValueError(f"metadata keys may have at most {MAX_METADATA_KEY} characters")
-        if any(len(value) > MAX_METADATA_VALUE for value in metadata.values()):
-            raise ValueError(f"metadata values may have at most {MAX_METADATA_VALUE} characters")
-        return metadata
+        return checked_metadata(metadata)
