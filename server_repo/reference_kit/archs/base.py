@@ -17,6 +17,8 @@ import numpy as np
 import torch
 from transformers import (
     CLIPVisionConfig,
+    LlamaConfig,
+    LlavaConfig,
     PretrainedConfig,
     PreTrainedModel,
     PreTrainedTokenizerBase,
@@ -185,6 +187,22 @@ def clip_vision_config(
         patch_size=patch_size,
         projection_dim=vision["hidden"],
         initializer_range=spec["init_range"],
+    )
+
+
+def tiny_llava_config(
+    spec: dict[str, Any], tokenizer: PreTrainedTokenizerBase, slot: str, image_seq_length: int
+) -> LlavaConfig:
+    """A tiny LLaVA of the common shape: ``clip_vision_config(spec)``'s tower, a Llama decoder,
+    the penultimate layer's patch features, ``image_seq_length`` of them at each ``slot``."""
+    return LlavaConfig(
+        vision_config=clip_vision_config(spec),
+        text_config=LlamaConfig(**decoder_settings(spec, tokenizer)),
+        image_token_index=tokenizer.convert_tokens_to_ids(slot),
+        image_seq_length=image_seq_length,
+        vision_feature_layer=-2,
+        vision_feature_select_strategy="default",
+        pad_token_id=tokenizer.pad_token_id,
     )
 
 

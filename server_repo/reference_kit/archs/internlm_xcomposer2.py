@@ -22,13 +22,13 @@ from typing import Any, ClassVar
 
 from transformers import (
     CLIPImageProcessorPil,
-    LlamaConfig,
-    LlavaConfig,
     PretrainedConfig,
     PreTrainedTokenizerBase,
 )
 
-from server_repo.reference_kit.archs.base import clip_vision_config, decoder_settings
+from server_repo.reference_kit.archs.base import (
+    tiny_llava_config,
+)
 from server_repo.reference_kit.archs.llava import LlavaArch
 from server_repo.reference_kit.archs.vila import SLOT
 from server_repo.reference_kit.request import InvalidRequest
@@ -54,17 +54,7 @@ class InternLMXComposer2Arch(LlavaArch):
     }
 
     def tiny_config(self, tokenizer: PreTrainedTokenizerBase) -> PretrainedConfig:
-        spec = self.tiny_spec
-        vision = clip_vision_config(spec)
-        return LlavaConfig(
-            vision_config=vision,
-            text_config=LlamaConfig(**decoder_settings(spec, tokenizer)),
-            image_token_index=tokenizer.convert_tokens_to_ids(SLOT),
-            image_seq_length=1225,
-            vision_feature_layer=-2,
-            vision_feature_select_strategy="default",
-            pad_token_id=tokenizer.pad_token_id,
-        )
+        return tiny_llava_config(self.tiny_spec, tokenizer, SLOT, 1225)
 
     def save_processor(self, tokenizer: PreTrainedTokenizerBase, directory: Path) -> None:
         processor = CLIPImageProcessorPil(

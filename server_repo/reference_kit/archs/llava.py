@@ -16,8 +16,6 @@ import numpy as np
 import torch
 from transformers import (
     CLIPImageProcessorPil,
-    LlamaConfig,
-    LlavaConfig,
     LlavaForConditionalGeneration,
     LlavaProcessor,
     PretrainedConfig,
@@ -28,10 +26,9 @@ from transformers import (
 from server_repo.reference_kit.archs.base import (
     Arch,
     MediaFeatures,
-    clip_vision_config,
-    decoder_settings,
     image_array,
     model_device_dtype,
+    tiny_llava_config,
 )
 from server_repo.reference_kit.request import InvalidRequest
 from server_repo.reference_kit.templates import LLAVA, MediaSlot
@@ -55,18 +52,7 @@ class LlavaArch(Arch):
     }
 
     def tiny_config(self, tokenizer: PreTrainedTokenizerBase) -> PretrainedConfig:
-        spec = self.tiny_spec
-        vision = clip_vision_config(spec)
-        text = LlamaConfig(**decoder_settings(spec, tokenizer))
-        return LlavaConfig(
-            vision_config=vision,
-            text_config=text,
-            image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
-            image_seq_length=576,
-            vision_feature_layer=-2,
-            vision_feature_select_strategy="default",
-            pad_token_id=tokenizer.pad_token_id,
-        )
+        return tiny_llava_config(self.tiny_spec, tokenizer, "<image>", 576)
 
     def save_processor(self, tokenizer: PreTrainedTokenizerBase, directory: Path) -> None:
         image_processor = CLIPImageProcessorPil(

@@ -22,14 +22,15 @@ from typing import Any, ClassVar
 import numpy as np
 from transformers import (
     CLIPImageProcessorPil,
-    LlamaConfig,
-    LlavaConfig,
     PretrainedConfig,
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
 
-from server_repo.reference_kit.archs.base import MediaFeatures, clip_vision_config, decoder_settings
+from server_repo.reference_kit.archs.base import (
+    MediaFeatures,
+    tiny_llava_config,
+)
 from server_repo.reference_kit.archs.vila import SLOT, VilaArch
 from server_repo.reference_kit.request import InvalidRequest
 from server_repo.reference_kit.templates import MediaSlot, Prompt
@@ -82,17 +83,7 @@ class VideoNevaArch(NevaArch):
     }
 
     def tiny_config(self, tokenizer: PreTrainedTokenizerBase) -> PretrainedConfig:
-        spec = self.tiny_spec
-        vision = clip_vision_config(spec)
-        return LlavaConfig(
-            vision_config=vision,
-            text_config=LlamaConfig(**decoder_settings(spec, tokenizer)),
-            image_token_index=tokenizer.convert_tokens_to_ids(SLOT),
-            image_seq_length=256,
-            vision_feature_layer=-2,
-            vision_feature_select_strategy="default",
-            pad_token_id=tokenizer.pad_token_id,
-        )
+        return tiny_llava_config(self.tiny_spec, tokenizer, SLOT, 256)
 
     def save_processor(self, tokenizer: PreTrainedTokenizerBase, directory: Path) -> None:
         processor = CLIPImageProcessorPil(
