@@ -24,53 +24,10 @@ from gateway.triton.embedded import EmbeddedTriton
 from server_repo.reference_kit import ReferenceEngine, load_engine
 from server_repo.reference_kit.llmapi_request import LlmapiRequest
 from tests.conftest import REFERENCE_REPOSITORY
+from tests.server_repo.nvidia_llmapi import NVIDIA_INPUTS, NVIDIA_OUTPUTS
 from tests.server_repo.reference.llmapi_client import MODEL, Answer, ask, data_url, inputs
 from tests.server_repo.samples import rgb_image
 
-# NVIDIA/TensorRT-LLM triton_backend/all_models/llmapi/tensorrt_llm/config.pbtxt at commit
-# 0a71057313ec0626527e164a8fc0205c5822e2f5: (name, data_type, dims, optional).
-NVIDIA_INPUTS = [
-    ("text_input", "TYPE_STRING", ["-1"], False),
-    ("image_url", "TYPE_STRING", ["-1"], True),
-    ("streaming", "TYPE_BOOL", ["1"], True),
-    ("sampling_param_best_of", "TYPE_INT32", ["1"], True),
-    ("sampling_param_temperature", "TYPE_FP32", ["1"], True),
-    ("sampling_param_top_k", "TYPE_INT32", ["1"], True),
-    ("sampling_param_top_p", "TYPE_FP32", ["1"], True),
-    ("sampling_param_frequency_penalty", "TYPE_FP32", ["1"], True),
-    ("sampling_param_presence_penalty", "TYPE_FP32", ["1"], True),
-    ("sampling_param_max_tokens", "TYPE_INT32", ["1"], True),
-    ("sampling_param_stop", "TYPE_STRING", ["-1"], True),
-    ("sampling_param_seed", "TYPE_UINT64", ["1"], True),
-    ("sampling_param_exclude_input_from_output", "TYPE_BOOL", ["1"], True),
-    ("sampling_param_return_perf_metrics", "TYPE_BOOL", ["1"], True),
-    ("return_finish_reason", "TYPE_BOOL", ["1"], True),
-    ("return_stop_reason", "TYPE_BOOL", ["1"], True),
-    ("return_cumulative_logprob", "TYPE_BOOL", ["1"], True),
-    ("stop", "TYPE_BOOL", ["1"], True),
-    ("lora_id", "TYPE_UINT64", ["1"], True),
-    ("lora_name", "TYPE_STRING", ["1"], True),
-    ("lora_path", "TYPE_STRING", ["1"], True),
-    ("lora_ckpt_source", "TYPE_STRING", ["1"], True),
-]
-NVIDIA_OUTPUTS = [
-    ("text_output", "TYPE_STRING", ["-1"]),
-    ("finish_reason", "TYPE_STRING", ["-1"]),
-    ("stop_reason", "TYPE_STRING", ["-1"]),
-    ("cumulative_logprob", "TYPE_FP32", ["-1"]),
-    ("kv_cache_reused_block", "TYPE_INT32", ["-1"]),
-    ("kv_cache_missed_block", "TYPE_INT32", ["-1"]),
-    ("kv_cache_alloc_new_blocks", "TYPE_INT32", ["-1"]),
-    ("kv_cache_alloc_total_blocks", "TYPE_INT32", ["-1"]),
-    ("kv_cache_hit_rate", "TYPE_FP32", ["-1"]),
-    ("arrival_time_ns", "TYPE_INT64", ["1"]),
-    ("first_scheduled_time_ns", "TYPE_INT64", ["1"]),
-    ("first_token_time_ns", "TYPE_INT64", ["1"]),
-    ("last_token_time_ns", "TYPE_INT64", ["1"]),
-    ("acceptance_rate", "TYPE_FP32", ["1"]),
-    ("total_accepted_draft_tokens", "TYPE_INT32", ["1"]),
-    ("total_draft_tokens", "TYPE_INT32", ["1"]),
-]
 # A negative presence penalty keeps the tiny model off its end token: a long generation.
 ENDLESS: dict[str, Any] = {"sampling_param_presence_penalty": -10.0}
 
