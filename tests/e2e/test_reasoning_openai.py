@@ -17,11 +17,12 @@ from __future__ import annotations
 import re
 
 import pytest
+import tritonclient.grpc.aio as grpcclient
 from openai import AsyncOpenAI
 from tokenizers import Tokenizer
 
 from gateway.triton.embedded import EmbeddedTriton
-from tests.e2e.test_structured_openai import guided_models  # noqa: F401 (a fixture)
+from tests.e2e.test_structured_openai import GUIDE_INPUTS
 
 pytestmark = pytest.mark.e2e
 
@@ -36,16 +37,26 @@ ASK = {
 }
 
 
+@pytest.fixture(scope="module")
+async def guided(embedded_triton: EmbeddedTriton) -> None:
+    """Skip unless reference_llava declares the guide inputs (as test_structured_openai)."""
+    client = grpcclient.InferenceServerClient(embedded_triton.grpc_url)
+    try:
+        config = (await client.get_model_config("reference_llava", as_json=True))["config"]
+    finally:
+        await client.close()
+    if not {entry["name"] for entry in config.get("input", [])} >= GUIDE_INPUTS:
+        pytest.skip("reference_llava does not declare the guided decoding inputs")
+
+
 @pytest.fixture
 def client(gateway_url: str) -> AsyncOpenAI:
     return AsyncOpenAI(base_url=f"{gateway_url}/v1", api_key="unused", max_retries=0, timeout=300)
 
 
 async def test_a_guided_reasoning_answer_is_split(
-    client: AsyncOpenAI, guided_models: list[str], embedded_triton: EmbeddedTriton
+    client: AsyncOpenAI, guided: None, embedded_triton: EmbeddedTriton
 ) -> None:
-    if "reference-llava" not in guided_models:
-        pytest.skip("reference_llava does not declare the guided decoding inputs")
     completion = await client.chat.completions.create(**ASK)  # type: ignore[call-overload]
     message = completion.choices[0].message
     reasoning = getattr(message, "reasoning_content", None)

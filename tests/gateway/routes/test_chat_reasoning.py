@@ -14,6 +14,9 @@ import httpx
 import openai
 import pytest
 
+from gateway.families.reasoning import REASONING_PARSERS
+from gateway.pipeline.chat import prepare_chat
+from gateway.protocol.chat import ChatCompletionRequest
 from tests.fakes.app import FakeGateway, sse_payloads
 from tests.fakes.triton import FakeTriton
 from tests.gateway.routes.test_chat_tools import HERMES_ANSWER, TOOLS
@@ -215,3 +218,24 @@ async def test_several_choices_sum_their_reasoning_tokens(
         assert "".join(d.get("reasoning_content", "") for d in deltas) == R1_REASONING
         assert "".join(d.get("content") or "" for d in deltas) == R1_CONTENT
     assert json.dumps(payloads).count("</think>") == 0
+
+
+@pytest.mark.parametrize(("switch", "status"), [(False, 400), (True, 200)])
+async def test_a_rendering_with_a_switch_is_handed_the_effort(
+    gateway: FakeGateway, monkeypatch: pytest.MonkeyPatch, switch: bool, status: int
+) -> None:
+    """The hook for a chat template's enable_thinking: the checked effort reaches the draft."""
+    family = type(gateway.runtime.model("fake-r1").family)
+    monkeypatch.setattr(family, "reasoning_switch", switch)
+    request = ChatCompletionRequest.model_validate(
+        {"model": "fake-r1", "messages": [{"role": "user", "content": "hi"}],
+         "reasoning_effort": "low"}
+    )  # fmt: skip
+    if status == 400:
+        with pytest.raises(Exception, match="no reasoning switch"):
+            await prepare_chat(request, gateway.runtime)
+        return
+    (prepared,) = await prepare_chat(request, gateway.runtime)
+    assert prepared.plan.calls[0].reasoning_effort == "low"  # type: ignore[union-attr]
+    assert prepared.reasoning is not None
+    assert prepared.reasoning.format is REASONING_PARSERS["deepseek_r1"]
