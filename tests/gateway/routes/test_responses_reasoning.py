@@ -20,6 +20,7 @@ from tests.gateway.routes.test_chat_reasoning import (
     R1_REASONING,
     R1_REASONING_TOKENS,
 )
+from tests.gateway.routes.test_chat_tools import HERMES_ANSWER, TOOLS
 from tests.gateway.routes.test_responses import ask, events
 
 URL = "/v1/responses"
@@ -131,3 +132,21 @@ async def test_reasoning_effort_is_refused_by_its_responses_name(
     error = reply.json()["error"]
     assert error["param"] == "reasoning.effort" and "reasoning.effort" in error["message"]
     assert not fake.requests
+
+
+async def test_reasoning_then_function_calls(http: httpx.AsyncClient, fake: FakeTriton) -> None:
+    """The reasoning item closes when the first call opens; its markup is no call."""
+    fake.script.tokens = ["<think>", "call <tool_call>?", "</think>", *HERMES_ANSWER]
+    tools = [{"type": "function", "name": t["function"]["name"],
+              "parameters": t["function"].get("parameters")} for t in TOOLS]  # fmt: skip
+    for stream in (False, True):
+        reply = await http.post(URL, json=ask(model="fake-qwen3", tools=tools, stream=stream))
+        assert reply.status_code == 200, reply.text
+        body = events(reply.text)[-1]["response"] if stream else reply.json()
+        response = Response.model_validate(body)
+        kinds = [item.type for item in response.output]
+        assert kinds == ["reasoning", "message", "function_call", "function_call"], kinds
+        thought = response.output[0]
+        assert isinstance(thought, ResponseReasoningItem) and thought.content is not None
+        assert thought.content[0].text == "call <tool_call>?"
+        assert thought.status == "completed"
