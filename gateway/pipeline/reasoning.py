@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import get_args
 
 from typing_extensions import assert_never
 
@@ -30,10 +29,7 @@ from gateway.families.events import (
 )
 from gateway.families.reasoning import REASONING_PARSERS, ReasoningFormat, Split
 from gateway.pipeline.structured.guides import Asked
-from gateway.protocol.chat import ReasoningEffort
 from gateway.runtime import ServedRuntime
-
-EFFORTS = get_args(ReasoningEffort)
 
 
 @dataclass(frozen=True)
