@@ -150,3 +150,17 @@ async def test_reasoning_then_function_calls(http: httpx.AsyncClient, fake: Fake
         assert isinstance(thought, ResponseReasoningItem) and thought.content is not None
         assert thought.content[0].text == "call <tool_call>?"
         assert thought.status == "completed"
+
+
+async def test_a_conversation_keeps_the_reasoning_item_but_never_prompts_it(
+    http: httpx.AsyncClient, fake: FakeTriton
+) -> None:
+    fake.script.tokens = R1_ANSWER
+    conversation = (await http.post("/v1/conversations", json={})).json()["id"]
+    for question in ("What is 2 + 2?", "And 3 + 3?"):
+        turn = ask(question, model="fake-r1", conversation=conversation)
+        assert (await http.post(URL, json=turn)).status_code == 200
+    prompt = fake.requests[-1].scalar("text_input")
+    assert R1_CONTENT.strip() in prompt and R1_REASONING not in prompt
+    items = (await http.get(f"/v1/conversations/{conversation}/items?order=asc")).json()["data"]
+    assert [item["type"] for item in items] == ["message", "reasoning", "message"] * 2
