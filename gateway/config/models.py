@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from gateway.config.limits import Strict
+from gateway.families.reasoning import REASONING_PARSERS
 from gateway.families.registry import SUPPORTED_FAMILIES
 from gateway.families.whisper.options import WhisperOptions
 from gateway.triton.replicas.discovery import is_dns, parse_dns
@@ -102,6 +103,13 @@ class ServedModel(Strict):
         description="The engine's Hugging Face tokenizer (tokenizer.json, or the folder holding "
         "it): names the alternatives of top_logprobs. Embedded reference models publish theirs.",
     )
+    reasoning_parser: str | None = Field(
+        None,
+        description="a reasoning model's output format, named as vLLM's --reasoning-parser: "
+        "'deepseek_r1' (the output starts inside <think>: up to </think> is reasoning) or "
+        "'qwen3' (an optional <think>...</think> block first); its reasoning goes out as "
+        "reasoning_content / Responses reasoning items. None: the output is all answer.",
+    )
     owned_by: str = "multimodal-gateway"
     lora: list[LoraAdapter] = Field(
         default_factory=list,
@@ -119,6 +127,16 @@ class ServedModel(Strict):
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             known = ", ".join(sorted(SUPPORTED_FAMILIES))
             raise ValueError(f"unknown model family {name!r}{hint}; known: {known}")
+        return name
+
+    @field_validator("reasoning_parser")
+    @classmethod
+    def _known_reasoning_parser(cls, name: str | None) -> str | None:
+        if name is not None and name not in REASONING_PARSERS:
+            close = difflib.get_close_matches(name, REASONING_PARSERS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            known = ", ".join(sorted(REASONING_PARSERS))
+            raise ValueError(f"unknown reasoning_parser {name!r}{hint}; known: {known}")
         return name
 
     @field_validator("triton_url")

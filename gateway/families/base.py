@@ -140,6 +140,11 @@ class Family:
     supports_extra_id: ClassVar[bool] = True
     # LoRA adapters (lora_task_id / lora_weights / lora_config) on this family's engines.
     supports_lora: ClassVar[bool] = False
+    # Whether rendering this family's prompt honours a reasoning effort (a chat template's
+    # ``enable_thinking`` switch): then ``reasoning_effort`` / Responses ``reasoning.effort``
+    # reach it as ``GenerationRequest.reasoning_effort`` (pipeline/reasoning.checked_effort);
+    # otherwise they are refused. The gateway's own renderings (the engine path) have none.
+    reasoning_switch: ClassVar[bool] = False
     # Encoder-decoder engines: the decoder's prompt (``decoder_text_input``), sent only when the
     # deployment declares that input; None leaves the decoder start to the server.
     decoder_prompt: ClassVar[str | None] = None

@@ -78,6 +78,10 @@ class GenerationRequest:
     lora_weights: np.ndarray[Any, Any] | None = None
     lora_config: np.ndarray[Any, Any] | None = None
     guide: Guide | None = None  # structured output: sent as guided_decoding_guide(_type)
+    # The reasoning effort asked for ("none".."xhigh"), checked by ``pipeline/reasoning.py``:
+    # only ever set for a family whose rendering has a reasoning switch (``Family.
+    # reasoning_switch``: a chat template's ``enable_thinking``), which reads it; else None.
+    reasoning_effort: str | None = None
     extra_flags: Sequence[str] = (
         "return_num_input_tokens",
         "return_num_output_tokens",

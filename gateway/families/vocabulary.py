@@ -38,6 +38,11 @@ class Vocabulary:
     def _decode(self, token_id: int) -> str:
         return self._tokenizer.decode([token_id], skip_special_tokens=False)
 
+    def count(self, text: str) -> int:
+        """How many tokens ``text`` encodes to (no special tokens added; added tokens such as
+        ``<think>`` count as one): a generated span's length when its token ids are unknown."""
+        return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
+
     def top(self, logits: np.ndarray[Any, Any], count: int) -> tuple[tuple[str, float], ...]:
         """The ``count`` most likely tokens under ``log_softmax(logits)``, most likely first.
 

@@ -21,6 +21,8 @@ from gateway.pipeline.generation import check_prompt_size, check_total_prompt, d
 from gateway.pipeline.logprobs import logprobs_asked
 from gateway.pipeline.lora import lora_choice
 from gateway.pipeline.media import check_family_images, prepare_media
+from gateway.pipeline.reasoning import check_guide as check_reasoning_guide
+from gateway.pipeline.reasoning import checked_effort, reasoning_output
 from gateway.pipeline.relay import Prepared, family_plan, prepared
 from gateway.pipeline.structured.guides import check_guide
 from gateway.pipeline.structured.request import lowered, requested_output
@@ -56,6 +58,10 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> list
     tools = tool_plan(request, family)
     asked = requested_output(request, tools)
     contract = await served.get_contract()
+    reasoning = await reasoning_output(served)
+    check_reasoning_guide(asked, reasoning)
+    # The effort a rendering with a reasoning switch reads (a chat template's enable_thinking).
+    effort = checked_effort(request.reasoning_effort, served)
     guide = None
     if asked is not None:  # before the tools are rendered into the prompt: a hostile schema
         suspects = tools.suspects() if tools is not None else []  # costs no more than this
@@ -101,8 +107,9 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> list
             request, served, runtime, contract.decoupled, text_input, requested, media, stops,
             lora, choice,
         )  # fmt: skip
-        plan = await family_plan(served, replace(generation, guide=guide), audio)
+        generation = replace(generation, guide=guide, reasoning_effort=effort)
+        plan = await family_plan(served, generation, audio)
         ready = prepared(served, contract, plan, stops, len(parsed.media), lora, timeouts, logprobs)
-        choices.append(replace(ready, tool_parser=parser))
+        choices.append(replace(ready, tool_parser=parser, reasoning=reasoning))
     phase("chat.plan", planning)  # the calls' tensors (the image's copied into its input)
     return choices

@@ -17,7 +17,15 @@ from typing_extensions import assert_never
 
 from gateway.errors import shutdown_of
 from gateway.families.calls import FinishReason, Outcome
-from gateway.families.events import ChoiceDone, Done, Relay, RelayEvent, TextDelta, ToolCallPiece
+from gateway.families.events import (
+    ChoiceDone,
+    Done,
+    ReasoningDelta,
+    Relay,
+    RelayEvent,
+    TextDelta,
+    ToolCallPiece,
+)
 from gateway.observability.record import RequestRecord
 from gateway.protocol.common import UsageCounts
 
@@ -26,10 +34,12 @@ def summed(outcomes: Sequence[Outcome]) -> Outcome:
     """One outcome for the request: usage added up (the prompt counted once per choice, as
     each choice's Triton request read it), cached tokens likewise."""
     cached = [o.usage.cached_tokens for o in outcomes if o.usage.cached_tokens is not None]
+    thought = [o.usage.reasoning_tokens for o in outcomes if o.usage.reasoning_tokens is not None]
     usage = UsageCounts(
         prompt_tokens=sum(o.usage.prompt_tokens for o in outcomes),
         completion_tokens=sum(o.usage.completion_tokens for o in outcomes),
         cached_tokens=sum(cached) if cached else None,
+        reasoning_tokens=sum(thought) if thought else None,
     )
     finish: FinishReason = (
         "length" if any(o.finish_reason == "length" for o in outcomes) else "stop"
@@ -42,6 +52,8 @@ def of_choice(event: RelayEvent, index: int) -> RelayEvent:
     match event:
         case TextDelta(text, _, tokens):
             return TextDelta(text, index, tokens)
+        case ReasoningDelta(text, _, tokens):
+            return ReasoningDelta(text, index, tokens)
         case ToolCallPiece(delta, _):
             return ToolCallPiece(delta, index)
         case ChoiceDone(outcome, _) | Done(outcome):

@@ -27,6 +27,7 @@ from gateway.pipeline import _calls
 from gateway.pipeline._watchdog import SilenceWatch, Timeouts
 from gateway.pipeline.logprobs import LogprobsAsked, ScoredText
 from gateway.pipeline.lora import LoraChoice
+from gateway.pipeline.reasoning import ReasoningOutput
 from gateway.protocol.common import UsageCounts
 from gateway.runtime import ServedRuntime
 from gateway.streaming.text import StopMatcher
@@ -53,6 +54,8 @@ class Prepared:
     route_key: int | None = None
     # Makes the choice's tool-call parser (``pipeline/structured``); None: content as it is.
     tool_parser: Callable[[], ToolParser] | None = None
+    # A reasoning model's split of its text (``pipeline/reasoning``); None: all answer.
+    reasoning: ReasoningOutput | None = None
 
 
 def prepared(

@@ -31,13 +31,14 @@ from gateway.protocol.responses import (
     InputText,
     MessageItem,
     OutputText,
+    ReasoningItem,
     Refusal,
 )
 
-# OpenAI's other item types: known, not served here (hosted tools, reasoning, references).
+# OpenAI's other item types: known, not served here (hosted tools, references).
 KNOWN_ITEM_TYPES = frozenset(
     {
-        "reasoning", "item_reference", "file_search_call", "web_search_call", "computer_call",
+        "item_reference", "file_search_call", "web_search_call", "computer_call",
         "computer_call_output", "code_interpreter_call", "image_generation_call",
         "local_shell_call", "local_shell_call_output", "shell_call", "shell_call_output",
         "apply_patch_call", "apply_patch_call_output", "mcp_list_tools", "mcp_approval_request",
@@ -163,6 +164,8 @@ def normalise(raw: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
                 {"id": new_id("fc"), "type": "function_call", "status": "completed",
                  "call_id": item.call_id, "name": item.name, "arguments": item.arguments}
             )  # fmt: skip
+        elif isinstance(item, ReasoningItem):
+            stored.append(_reasoning(item))
         else:
             assert isinstance(item, FunctionCallOutputItem)
             stored.append(
@@ -172,6 +175,15 @@ def normalise(raw: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
     if not stored:
         raise InvalidRequest("input has no items", param="input")
     return stored
+
+
+def _reasoning(item: ReasoningItem) -> dict[str, Any]:
+    """A replayed reasoning item as stored (its text kept; no encrypted content is issued
+    here, so none is kept)."""
+    content = [part.model_dump() for part in item.content or ()]
+    summary = [part.model_dump() for part in item.summary]
+    return {"id": item.id or new_id("rs"), "type": "reasoning", "status": "completed",
+            "summary": summary, "content": content}  # fmt: skip
 
 
 def _message(role: str, content: list[dict[str, Any]]) -> dict[str, Any]:
@@ -213,6 +225,10 @@ def to_chat(items: Sequence[dict[str, Any]], out: ChatMessages, origin: str | No
     for index, item in enumerate(items):
         where = origin or f"input[{index}]"
         kind = item["type"]
+        if kind == "reasoning":
+            # Earlier turns' reasoning is not fed back (as vLLM and OpenAI do, and as the
+            # reasoning models' own chat templates drop it): the turn's answer stands alone.
+            continue
         if kind == "message":
             parts = [_chat_part(p) for p in item["content"]]
             if item["role"] == "assistant":

@@ -64,6 +64,7 @@ _PARAMS = {
     "max_tokens": "max_output_tokens",
     "response_format": "text.format",
     "messages": "input",
+    "reasoning_effort": "reasoning.effort",
 }
 _MESSAGE = re.compile(r"messages\[(\d+)\]")
 # Chat nests a tool's fields under ``function``; a Responses function tool has them itself.
@@ -94,8 +95,9 @@ def refuse_unsupported(request: ResponsesRequest) -> None:
                          and request.previous_response_id is not None),
         "truncation": ("truncation 'auto' is not supported: a conversation longer than the "
                        "model's context is refused", request.truncation == "auto"),
-        "reasoning": ("reasoning effort is not supported", reasoning is not None and (
-            reasoning.effort not in (None, "none") or reasoning.summary is not None)),
+        "reasoning.summary": ("reasoning summaries are not supported: a reasoning model's "
+                              "reasoning comes whole, as a reasoning item's reasoning_text "
+                              "content", reasoning is not None and reasoning.summary is not None),
         "prompt": ("prompt templates are not supported", request.prompt is not None),
         "max_tool_calls": ("max_tool_calls is not supported", request.max_tool_calls is not None),
         "text.verbosity": ("text.verbosity is not supported",
@@ -208,6 +210,12 @@ def response_format(request: ResponsesRequest) -> dict[str, Any] | None:
     return {"type": "json_schema", "json_schema": schema}
 
 
+def effort(request: ResponsesRequest) -> str | None:
+    """``reasoning.effort``: chat's ``reasoning_effort``, honoured or refused per model
+    (pipeline/reasoning.checked_effort)."""
+    return request.reasoning.effort if request.reasoning is not None else None
+
+
 def echo(request: ResponsesRequest) -> dict[str, Any]:
     """The request's fields the response object repeats."""
     text = request.text.model_dump(exclude_none=True) if request.text is not None else {}
@@ -221,7 +229,7 @@ def echo(request: ResponsesRequest) -> dict[str, Any]:
         "previous_response_id": request.previous_response_id,
         "background": bool(request.background),
         "conversation": {"id": conversation_id(request)} if request.conversation else None,
-        "reasoning": {"effort": None, "summary": None},
+        "reasoning": {"effort": effort(request), "summary": None},
         "service_tier": "default",
         "store": request.store,
         "temperature": request.temperature,
@@ -268,7 +276,7 @@ async def draft_response(
         "max_completion_tokens": request.max_output_tokens, "temperature": request.temperature,
         "top_p": request.top_p, "seed": request.seed, "user": request.user,
         "response_format": response_format(request), **chat_tools(request),
-        **chat_extras(request), **chat_logprobs(request),
+        **chat_extras(request), **chat_logprobs(request), "reasoning_effort": effort(request),
     }  # fmt: skip
     try:
         chat = ChatCompletionRequest.model_validate(fields)

@@ -28,6 +28,9 @@ from gateway.protocol.structured import (
     ToolDefinition,
 )
 
+# OpenAI's ``ReasoningEffort`` (openai.types.shared.reasoning_effort, SDK 3.57).
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
+
 
 class _Part(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True)
@@ -128,6 +131,8 @@ class ChatCompletionRequest(GenerationFields):
     audio: Any = None  # spoken output settings (audio input is a content part)
     response_format: ResponseFormat | None = None
     media_io_kwargs: MediaIOKwargs | None = None
+    # Honoured where the model's rendering has a reasoning switch (pipeline/reasoning.py).
+    reasoning_effort: ReasoningEffort | None = None
     # Not OpenAI's: the LoRA adapter (a configured task id) for models served with adapters.
     lora_task_id: int | None = Field(None, ge=1, le=2**64 - 1)
 

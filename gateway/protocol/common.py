@@ -14,6 +14,8 @@ class UsageCounts:
     prompt_tokens: int
     completion_tokens: int
     cached_tokens: int | None = None
+    # Of the completion tokens, those inside the reasoning span (a reasoning parser is on).
+    reasoning_tokens: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         usage: dict[str, Any] = {
@@ -23,6 +25,8 @@ class UsageCounts:
         }
         if self.cached_tokens is not None:
             usage["prompt_tokens_details"] = {"cached_tokens": self.cached_tokens}
+        if self.reasoning_tokens is not None:
+            usage["completion_tokens_details"] = {"reasoning_tokens": self.reasoning_tokens}
         return usage
 
 

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from gateway.protocol.chat import ReasoningEffort
 from gateway.protocol.generation import INT32_MAX, MAX_MODEL_ID_LENGTH
 
 MAX_METADATA_KEYS = 16  # OpenAI's limits on metadata
@@ -117,11 +118,28 @@ class FunctionCallOutputItem(_Item):
     output: str | list[ContentPart]
 
 
-InputItem = MessageItem | FunctionCallItem | FunctionCallOutputItem
+class ReasoningText(_Item):
+    type: Literal["reasoning_text", "summary_text"]
+    text: str
+
+
+class ReasoningItem(_Item):
+    """A reasoning model's earlier reasoning, replayed as input (as OpenAI asks clients that
+    manage their own context to do); kept with the input, not fed back into the prompt."""
+
+    type: Literal["reasoning"]
+    id: str | None = None
+    summary: list[ReasoningText] = Field(default_factory=list)
+    content: list[ReasoningText] | None = None
+    encrypted_content: str | None = None
+
+
+InputItem = MessageItem | FunctionCallItem | FunctionCallOutputItem | ReasoningItem
 ITEM_TYPES: dict[str, type[InputItem]] = {
     "message": MessageItem,
     "function_call": FunctionCallItem,
     "function_call_output": FunctionCallOutputItem,
+    "reasoning": ReasoningItem,
 }
 
 
@@ -152,7 +170,7 @@ class TextConfig(BaseModel):
 class Reasoning(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
 
-    effort: str | None = None
+    effort: ReasoningEffort | None = None
     summary: str | None = None
 
 

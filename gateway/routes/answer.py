@@ -20,10 +20,19 @@ from typing_extensions import assert_never
 
 from gateway.errors import UpstreamFailed, UpstreamLost
 from gateway.families.calls import Outcome, TokenLogprob
-from gateway.families.events import ChoiceDone, Done, Relay, RelayEvent, TextDelta, ToolCallPiece
+from gateway.families.events import (
+    ChoiceDone,
+    Done,
+    ReasoningDelta,
+    Relay,
+    RelayEvent,
+    TextDelta,
+    ToolCallPiece,
+)
 from gateway.families.tool_formats.base import ToolCall
 from gateway.observability.record import RequestRecord, record_of
 from gateway.pipeline.choices import merged
+from gateway.pipeline.reasoning import with_reasoning
 from gateway.pipeline.relay import Prepared, relay
 from gateway.pipeline.structured.events import with_tools
 from gateway.streaming.disconnect import ClientDisconnected, DisconnectWatch
@@ -48,6 +57,8 @@ class Answer:
     total: Outcome
     tokens: list[list[TokenLogprob]]  # each choice's tokens with log probs (when asked for)
     tool_calls: list[list[ToolCall]] = field(default_factory=list)  # per choice, if any
+    # Per choice: a reasoning model's reasoning; None where the choice wrote none.
+    reasoning: list[str | None] = field(default_factory=list)
 
 
 def relays(prepared: list[Prepared], request_id: str, record: RequestRecord) -> Events:
@@ -60,8 +71,12 @@ def relays(prepared: list[Prepared], request_id: str, record: RequestRecord) -> 
 
 
 def _relay(prepared: Prepared, request_id: str, record: RequestRecord) -> Relay:
-    """One choice's relay, read through its tool-call parser when it has one."""
+    """One choice's relay: its reasoning split off first (a reasoning model's), then its
+    answer read through its tool-call parser (when it has one), which so never sees the
+    reasoning."""
     events = relay(prepared, request_id, record)
+    if prepared.reasoning is not None:
+        events = with_reasoning(events, prepared.reasoning)
     return events if prepared.tool_parser is None else with_tools(events, prepared.tool_parser())
 
 
@@ -112,11 +127,16 @@ async def collect(events: Events) -> Answer:
     tokens: dict[int, list[TokenLogprob]] = {}
     outcomes: dict[int, Outcome] = {}
     calls: dict[int, CallGatherer] = {}
+    thoughts: dict[int, list[str]] = {}
     try:
         async for event in events:
             match event:
                 case TextDelta(text, index, scored):
                     texts.setdefault(index, []).append(text)
+                    if scored is not None:
+                        tokens.setdefault(index, []).extend(scored)
+                case ReasoningDelta(text, index, scored):  # its tokens first, in order
+                    thoughts.setdefault(index, []).append(text)
                     if scored is not None:
                         tokens.setdefault(index, []).extend(scored)
                 case ToolCallPiece(delta, index):
@@ -131,7 +151,10 @@ async def collect(events: Events) -> Answer:
                     scored_tokens = [tokens.get(i, []) for i in range(count)]
                     gathered = [calls[i].calls() if i in calls else [] for i in range(count)]
                     finals = [outcomes[i] for i in range(count)]
-                    return Answer(joined, finals, total, scored_tokens, gathered)
+                    reasoned = [
+                        "".join(thoughts[i]) if i in thoughts else None for i in range(count)
+                    ]
+                    return Answer(joined, finals, total, scored_tokens, gathered, reasoned)
                 case _:
                     assert_never(event)
     finally:

@@ -45,10 +45,10 @@ async def chat_completions(request: Request) -> Response:
         usage = whole.total.usage
         tokens = whole.tokens if body.logprobs else None
         calls = whole.tool_calls
-        return JSONResponse(
-            completion_body(
-                completion_id, body.model, whole.texts, reasons, usage, tokens, calls, legacy
-            )
+        texts, thoughts = whole.texts, whole.reasoning
+        chat = completion_body(
+            completion_id, body.model, texts, reasons, usage, tokens, calls, legacy, thoughts
         )
+        return JSONResponse(chat)
 
     return await answer(request, begin, writer if body.stream else None, json_body)

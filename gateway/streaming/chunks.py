@@ -15,7 +15,7 @@ from typing import Any
 from typing_extensions import assert_never
 
 from gateway.families.calls import Outcome, TokenLogprob
-from gateway.families.events import ChoiceDone, TextDelta, ToolCallPiece
+from gateway.families.events import ChoiceDone, ReasoningDelta, TextDelta, ToolCallPiece
 from gateway.families.tool_formats.base import ToolCall
 from gateway.protocol.common import UsageCounts
 from gateway.streaming.logprobs import chat_logprobs
@@ -89,7 +89,7 @@ class ChunkWriter:
         choice = {"index": index, "delta": delta, "logprobs": None, "finish_reason": None}
         return self._chunk([choice])
 
-    def content(self, event: TextDelta | ToolCallPiece | ChoiceDone) -> bytes:
+    def content(self, event: TextDelta | ReasoningDelta | ToolCallPiece | ChoiceDone) -> bytes:
         if type(event) is TextDelta and not event.choice and event.tokens is None:
             # Choice 0's plain text: the per-token fast path (a type test costs a third of a
             # class pattern); every other event goes through the closed ``match``.
@@ -98,6 +98,9 @@ class ChunkWriter:
         match event:
             case TextDelta(text, index, tokens):
                 delta: dict[str, Any] = {"content": text}
+                logprobs = chat_logprobs(tokens) if tokens is not None else None
+            case ReasoningDelta(text, index, tokens):  # vLLM's field; no content in the delta
+                delta = {"reasoning_content": text}
                 logprobs = chat_logprobs(tokens) if tokens is not None else None
             case ToolCallPiece(call, index):
                 delta = delta_tool_calls(call, self.legacy_functions)
@@ -151,16 +154,19 @@ def completion_body(
     logprobs: Sequence[Sequence[TokenLogprob]] | None = None,
     tool_calls: Sequence[list[ToolCall]] = (),
     legacy_functions: bool = False,
+    reasoning: Sequence[str | None] = (),
 ) -> dict[str, Any]:
     """The non-streamed ``chat.completion`` object, one choice per text (``logprobs``: each
     choice's tokens, when they were asked for; its calls, as the deprecated ``function_call``
-    when the request sent ``functions``)."""
+    when the request sent ``functions``; ``reasoning``: each choice's reasoning, a reasoning
+    model's, None where it wrote none)."""
     calls = list(tool_calls) or [[] for _ in texts]
+    thoughts = list(reasoning) or [None for _ in texts]
     legacy = legacy_functions
     choices = [
         {
             "index": index,
-            "message": message(text, calls[index], legacy),
+            "message": message(text, calls[index], legacy, thoughts[index]),
             "logprobs": chat_logprobs(logprobs[index]) if logprobs is not None else None,
             "finish_reason": "function_call" if legacy and reason == "tool_calls" else reason,
         }

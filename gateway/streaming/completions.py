@@ -16,7 +16,7 @@ from typing import Any
 from typing_extensions import assert_never
 
 from gateway.families.calls import Outcome, TokenLogprob
-from gateway.families.events import ChoiceDone, TextDelta, ToolCallPiece
+from gateway.families.events import ChoiceDone, ReasoningDelta, TextDelta, ToolCallPiece
 from gateway.protocol.common import UsageCounts
 from gateway.streaming.chunks import DONE_FRAME, response_object, sse_frame
 from gateway.streaming.logprobs import CompletionLogprobs
@@ -65,7 +65,7 @@ class CompletionWriter:
     def start(self) -> bytes:
         return b"".join(self._chunk(i, text, None) for i, text in enumerate(self.echoed) if text)
 
-    def content(self, event: TextDelta | ToolCallPiece | ChoiceDone) -> bytes:
+    def content(self, event: TextDelta | ReasoningDelta | ToolCallPiece | ChoiceDone) -> bytes:
         if type(event) is TextDelta and not event.choice and event.tokens is None:
             # Choice 0's plain text: the per-token fast path (as ``ChunkWriter.content``).
             return self._prefix + json.dumps(event.text).encode() + self._suffix
@@ -75,8 +75,8 @@ class CompletionWriter:
                 return self._chunk(index, text, None, logprobs)
             case ChoiceDone(outcome, index):
                 return self._chunk(index, "", outcome.finish_reason)
-            case ToolCallPiece():  # text completions offer no tools
-                raise TypeError("a text completion cannot carry a tool call")
+            case ToolCallPiece() | ReasoningDelta():  # no tools, no reasoning parser here
+                raise TypeError(f"a text completion cannot carry {type(event).__name__}")
             case _:
                 assert_never(event)
 

@@ -1,12 +1,14 @@
 """The Responses API's answer: the ``response`` object as it grows, and its event stream.
 
 ``ResponseBuilder`` holds the response: fed every item the relay yields (text pieces, tool-call
-deltas, then the ``Outcome``), it keeps the output items (a ``message`` with one
-``output_text`` part, ``function_call``s) and builds the object OpenAI's schema describes, for
+deltas, then the ``Outcome``), it keeps the output items (a reasoning model's ``reasoning`` item
+with one ``reasoning_text`` part, a ``message`` with one ``output_text`` part,
+``function_call``s) and builds the object OpenAI's schema describes, for
 the JSON answer, the store and the stream's lifecycle events alike. ``ResponseEvents`` is the
 stream's ``EventFormat`` (``sse.stream_events``): ``response.created``, ``.in_progress``, then
-for each output item ``output_item.added`` (and ``content_part.added``), its deltas, its
-``.done`` events, and ``response.completed`` (``.incomplete`` when cut by
+for each output item ``output_item.added`` (and ``content_part.added``), its deltas
+(``response.reasoning_text.delta`` for reasoning, as openai's ``ResponseReasoningTextDeltaEvent``
+names it), its ``.done`` events, and ``response.completed`` (``.incomplete`` when cut by
 ``max_output_tokens``; ``.failed`` with the error). Every event carries a ``sequence_number``.
 The builder is fed an item before the writer formats it, so the writer reads item ids and
 finished texts from it.
@@ -26,7 +28,7 @@ from typing_extensions import assert_never
 
 from gateway.errors import GatewayError
 from gateway.families.calls import Outcome, TokenLogprob
-from gateway.families.events import ChoiceDone, TextDelta, ToolCallPiece
+from gateway.families.events import ChoiceDone, ReasoningDelta, TextDelta, ToolCallPiece
 from gateway.families.tool_formats.base import ToolCallDelta
 from gateway.streaming.logprobs import chat_logprobs
 
@@ -48,6 +50,8 @@ class ResponseBuilder:
         self._pieces: list[str] = []  # the open message's text, joined when it closes
         self._tokens: list[TokenLogprob] = []  # its tokens, when log probabilities are asked
         self._message: int | None = None  # index of the open message item
+        self._thoughts: list[str] = []  # the open reasoning item's text
+        self._reasoning: int | None = None  # index of the open reasoning item
         self._calls: dict[int, int] = {}  # tool call index -> output index
 
     @property
@@ -55,10 +59,13 @@ class ResponseBuilder:
         """The index of the output item the last piece went to."""
         return len(self.items) - 1
 
-    def add(self, event: TextDelta | ToolCallPiece | ChoiceDone) -> None:
+    def add(self, event: TextDelta | ReasoningDelta | ToolCallPiece | ChoiceDone) -> None:
         match event:
             case TextDelta(text, _, tokens):
                 self._text(text, tokens)
+            case ReasoningDelta(text):  # its tokens' log probabilities are not listed
+                if text:
+                    self._thought(text)
             case ToolCallPiece(delta):
                 self._tool_call(delta)
             case ChoiceDone():  # one choice: it ends with the request's Done
@@ -66,8 +73,28 @@ class ResponseBuilder:
             case _:
                 assert_never(event)
 
+    def _thought(self, text: str) -> None:
+        if self._reasoning is None:
+            self._close_message("completed")
+            self._reasoning = len(self.items)
+            self.items.append(
+                {"id": f"rs_{uuid.uuid4().hex}", "type": "reasoning", "status": "in_progress",
+                 "summary": [], "content": []}
+            )  # fmt: skip
+        self._thoughts.append(text)
+
+    def _close_reasoning(self, status: str) -> None:
+        if self._reasoning is None:
+            return
+        item = self.items[self._reasoning]
+        item["status"] = status
+        item["content"] = [reasoning_part("".join(self._thoughts))]
+        self._reasoning = None
+        self._thoughts = []
+
     def _text(self, text: str, tokens: tuple[TokenLogprob, ...] | None) -> None:
         if self._message is None:
+            self._close_reasoning("completed")
             self._close_message("completed")
             self._message = len(self.items)
             self.items.append(
@@ -81,6 +108,7 @@ class ResponseBuilder:
     def _tool_call(self, delta: ToolCallDelta) -> None:
         index = self._calls.get(delta.index)
         if index is None:
+            self._close_reasoning("completed")
             self._close_message("completed")
             index = self._calls[delta.index] = len(self.items)
             self.items.append(
@@ -104,6 +132,7 @@ class ResponseBuilder:
         """The final response: every item closed, the status, the usage."""
         cut = outcome.finish_reason == "length"
         status = "incomplete" if cut else "completed"
+        self._close_reasoning(status)
         self._close_message(status)
         for item in self.items:
             if item["type"] == "function_call":
@@ -116,7 +145,7 @@ class ResponseBuilder:
             "input_tokens_details": {"cached_tokens": usage.cached_tokens or 0,
                                      "cache_write_tokens": 0},
             "output_tokens": usage.completion_tokens,
-            "output_tokens_details": {"reasoning_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens or 0},
             "total_tokens": usage.prompt_tokens + usage.completion_tokens,
         }  # fmt: skip
         if cut:
@@ -140,6 +169,7 @@ class ResponseBuilder:
 
     def failed(self, error: GatewayError) -> dict[str, Any]:
         """The response when generation failed after the stream began."""
+        self._close_reasoning("incomplete")
         self._close_message("incomplete")
         response = self.snapshot("failed")
         code = "rate_limit_exceeded" if error.status_code == 429 else "server_error"
@@ -147,9 +177,12 @@ class ResponseBuilder:
         return response
 
     def text_of(self, index: int) -> str:
+        """The text of message or reasoning item ``index`` so far."""
         item = self.items[index]
         if index == self._message:
             return "".join(self._pieces)
+        if index == self._reasoning:
+            return "".join(self._thoughts)
         return "".join(part["text"] for part in item["content"])
 
     def logprobs_of(self, index: int) -> list[dict[str, Any]]:
@@ -162,6 +195,11 @@ class ResponseBuilder:
 def token_logprobs(tokens: Sequence[TokenLogprob]) -> list[dict[str, Any]]:
     """Each token as the Responses API lists it (chat's ``logprobs.content`` entries)."""
     return chat_logprobs(tokens)["content"] if tokens else []
+
+
+def reasoning_part(text: str) -> dict[str, Any]:
+    """A reasoning item's content part (openai ``response_reasoning_item.Content``)."""
+    return {"type": "reasoning_text", "text": text}
 
 
 def text_part(text: str, tokens: Sequence[TokenLogprob] = ()) -> dict[str, Any]:
@@ -200,8 +238,10 @@ class ResponseEvents:
             "response.in_progress", response=snapshot
         )
 
-    def content(self, event: TextDelta | ToolCallPiece | ChoiceDone) -> bytes:
+    def content(self, event: TextDelta | ReasoningDelta | ToolCallPiece | ChoiceDone) -> bytes:
         if isinstance(event, ChoiceDone):  # one choice: it ends with the request's Done
+            return b""
+        if type(event) is ReasoningDelta and not event.text:  # tokens only: no event
             return b""
         frames = b""
         current = self.builder.current
@@ -222,6 +262,11 @@ class ResponseEvents:
                     output_index=current, content_index=0, logprobs=token_logprobs(tokens or ()),
                     delta=text,
                 )  # fmt: skip
+            case ReasoningDelta(text):
+                return frames + self._event(
+                    "response.reasoning_text.delta", item_id=self.builder.items[current]["id"],
+                    output_index=current, content_index=0, delta=text,
+                )  # fmt: skip
             case ToolCallPiece(delta):
                 return frames + self._event(
                     "response.function_call_arguments.delta",
@@ -235,6 +280,13 @@ class ResponseEvents:
         """``output_item.added`` (and a message's ``content_part.added``) for item ``index``."""
         self._open = index
         item = dict(self.builder.items[index])
+        if item["type"] == "reasoning":
+            return self._event(
+                "response.output_item.added", output_index=index, item=item
+            ) + self._event(
+                "response.content_part.added", item_id=item["id"], output_index=index,
+                content_index=0, part=reasoning_part(""),
+            )  # fmt: skip
         if item["type"] != "message":  # its arguments come as deltas, the first one included
             item["arguments"] = ""
             return self._event("response.output_item.added", output_index=index, item=item)
@@ -266,6 +318,12 @@ class ResponseEvents:
             ) + self._event("response.output_item.done", output_index=index, item=item)  # fmt: skip
         text = self.builder.text_of(index)
         where = {"item_id": item["id"], "output_index": index, "content_index": 0}
+        if item["type"] == "reasoning":
+            return (
+                self._event("response.reasoning_text.done", **where, text=text)
+                + self._event("response.content_part.done", **where, part=reasoning_part(text))
+                + self._event("response.output_item.done", output_index=index, item=item)
+            )
         return (
             self._event(
                 "response.output_text.done",

@@ -20,14 +20,22 @@ from typing_extensions import assert_never
 
 from gateway.errors import GatewayError, UpstreamFailed, shutdown_of
 from gateway.families.calls import Outcome
-from gateway.families.events import ChoiceDone, Done, Relay, RelayEvent, TextDelta, ToolCallPiece
+from gateway.families.events import (
+    ChoiceDone,
+    Done,
+    ReasoningDelta,
+    Relay,
+    RelayEvent,
+    TextDelta,
+    ToolCallPiece,
+)
 from gateway.streaming.chunks import sse_frame
 
 log = logging.getLogger(__name__)
 
 Item = TypeVar("Item")
 # What a writer formats one at a time; the ``Done`` that ends a stream goes to ``finish``.
-Piece = TextDelta | ToolCallPiece | ChoiceDone
+Piece = TextDelta | ReasoningDelta | ToolCallPiece | ChoiceDone
 
 
 class EventFormat(Protocol):
@@ -78,7 +86,7 @@ async def stream_events(
         event: RelayEvent | None = first
         while event is not None:
             match event:
-                case TextDelta() | ToolCallPiece() | ChoiceDone():
+                case TextDelta() | ReasoningDelta() | ToolCallPiece() | ChoiceDone():
                     yield pending + form.content(event)
                     pending = b""
                 case Done(outcome):

@@ -46,9 +46,20 @@ class CallGatherer:
         ]
 
 
-def message(text: str, calls: list[ToolCall] | None = None, legacy: bool = False) -> dict[str, Any]:
+def message(
+    text: str,
+    calls: list[ToolCall] | None = None,
+    legacy: bool = False,
+    reasoning: str | None = None,
+) -> dict[str, Any]:
     """An assistant message: its content and, when it made any, its tool calls (``legacy``:
-    the one ``function_call`` of the deprecated ``functions`` API)."""
+    the one ``function_call`` of the deprecated ``functions`` API); a reasoning model's
+    reasoning as ``reasoning_content`` (vLLM's field), the content then null when empty."""
+    if reasoning is not None:
+        body = message(text if text else "", calls, legacy)
+        if not text:
+            body["content"] = None
+        return {**body, "reasoning_content": reasoning}
     if not calls:
         return {"role": "assistant", "content": text, "refusal": None}
     if legacy:

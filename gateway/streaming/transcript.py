@@ -17,7 +17,7 @@ from typing import Any
 from typing_extensions import assert_never
 
 from gateway.families.calls import Outcome, TimedSegment, Transcript
-from gateway.families.events import ChoiceDone, TextDelta, ToolCallPiece
+from gateway.families.events import ChoiceDone, ReasoningDelta, TextDelta, ToolCallPiece
 from gateway.streaming.chunks import sse_frame
 
 # Whisper's encoder positions per second of audio: 100 log-mel frames a second (hop 160 at
@@ -118,11 +118,11 @@ class TranscriptEvents:
     start = b""
     done = b""  # OpenAI's transcription stream has no [DONE] sentinel
 
-    def content(self, event: TextDelta | ToolCallPiece | ChoiceDone) -> bytes:
+    def content(self, event: TextDelta | ReasoningDelta | ToolCallPiece | ChoiceDone) -> bytes:
         match event:
             case TextDelta(text):
                 return sse_frame({"type": "transcript.text.delta", "delta": text})
-            case ToolCallPiece() | ChoiceDone():  # one choice, no tools
+            case ToolCallPiece() | ReasoningDelta() | ChoiceDone():  # one choice, no tools
                 raise TypeError(f"a transcript cannot carry {type(event).__name__}")
             case _:
                 assert_never(event)

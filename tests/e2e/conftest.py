@@ -134,6 +134,16 @@ def e2e_settings(triton: EmbeddedTriton) -> Settings:
             end_id="server",
             tokenizer=published / "reference_llava",
         ),
+        # The same deployment served as a Qwen3-format reasoning model (test_reasoning_openai).
+        ServedModel(
+            id="reference-llava-reasoning",
+            family="llava",
+            triton_model="reference_llava",
+            triton_url=triton.grpc_url,
+            end_id="server",
+            tokenizer=published / "reference_llava",
+            reasoning_parser="qwen3",
+        ),
         ServedModel(
             id="reference-llava-onevision",
             family="llava_onevision",

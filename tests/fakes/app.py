@@ -82,6 +82,22 @@ def served_models(url: str) -> list[ServedModel]:
             id="fake-minimal", family="llava", triton_model="ensemble_minimal", triton_url=url
         ),
         ServedModel(id="fake-unary", family="llava", triton_model="ensemble_unary", triton_url=url),
+        # Reasoning models: DeepSeek-R1's format (its tokens counted one per streamed piece),
+        # and Qwen3's on a deployment with the guide inputs and a tool-call format.
+        ServedModel(
+            id="fake-r1",
+            family="llava",
+            triton_model="ensemble",
+            triton_url=url,
+            reasoning_parser="deepseek_r1",
+        ),
+        ServedModel(
+            id="fake-qwen3",
+            family="llava_onevision",
+            triton_model="ensemble_onevision",
+            triton_url=url,
+            reasoning_parser="qwen3",
+        ),
         ServedModel(
             id="fake-whisper",
             family="whisper",

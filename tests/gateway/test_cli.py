@@ -78,6 +78,16 @@ def test_a_misspelled_family_is_a_configuration_error(
     assert "models[0].family: unknown model family 'lava' (did you mean 'llava'?)" in err
 
 
+def test_an_unknown_reasoning_parser_is_a_configuration_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = '[[models]]\nid = "m"\nfamily = "llava"\ntriton_model = "e"\ntriton_url = "t:1"\n'
+    config = write(tmp_path, model + 'reasoning_parser = "qwen"\n')
+    err = refused(capsys, "serve", "--config", str(config))
+    assert "models[0].reasoning_parser: unknown reasoning_parser 'qwen'" in err, err
+    assert "(did you mean 'qwen3'?); known: deepseek_r1, qwen3" in err
+
+
 def test_a_model_the_embedded_triton_cannot_serve_is_a_configuration_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -16,7 +16,7 @@ from typing_extensions import assert_never
 from gateway.errors import InvalidRequest
 from gateway.families.base import SpeechOptions
 from gateway.families.calls import Outcome, Sampling
-from gateway.families.events import ChoiceDone, Done, TextDelta, ToolCallPiece
+from gateway.families.events import ChoiceDone, Done, ReasoningDelta, TextDelta, ToolCallPiece
 from gateway.pipeline.realtime.config import SessionConfig
 from gateway.pipeline.relay import relay
 from gateway.pipeline.transcribe import TranscriptionJob, check_transcription, prepare_samples
@@ -74,7 +74,7 @@ async def transcribe(
                     yield text
                 case Done(outcome):
                     yield outcome
-                case ToolCallPiece() | ChoiceDone():  # a transcription has neither
+                case ToolCallPiece() | ReasoningDelta() | ChoiceDone():  # none in a transcription
                     pass
                 case _:
                     assert_never(event)

@@ -13,7 +13,14 @@ from dataclasses import replace
 
 from typing_extensions import assert_never
 
-from gateway.families.events import ChoiceDone, Done, Relay, TextDelta, ToolCallPiece
+from gateway.families.events import (
+    ChoiceDone,
+    Done,
+    ReasoningDelta,
+    Relay,
+    TextDelta,
+    ToolCallPiece,
+)
 from gateway.families.tool_formats.base import Piece, ToolParser
 
 
@@ -37,6 +44,8 @@ async def with_tools(events: Relay, parser: ToolParser) -> Relay:
                         outcome = replace(outcome, finish_reason="tool_calls")
                     yield Done(outcome)
                     return
+                case ReasoningDelta():  # the reasoning: never read for calls
+                    yield event
                 case ToolCallPiece() | ChoiceDone():  # a relay's own events are text and Done
                     yield event
                 case _:
