@@ -18,12 +18,12 @@ import statistics
 import threading
 import time
 from collections import defaultdict
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
-import httpx
-
+from bench.httpstream import OPENAI_MARKER, HttpStreamClient
 from bench.images import image_load
 from bench.procs import parse_cpus, pin_self, say
 from bench.stack import (
@@ -34,6 +34,7 @@ from bench.stack import (
     start_gateway,
     start_triton,
 )
+from gateway.observability.tracing import REQUEST_ID
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -79,9 +80,19 @@ def spans_of(bodies: list[bytes]) -> list[Any]:
     return found
 
 
-def timeline(spans: list[Any], skip: int = 0) -> str:
+def _request_id(span: Any) -> str:
+    for attribute in span.attributes:
+        if attribute.key == REQUEST_ID:
+            return str(attribute.value.string_value)
+    return ""
+
+
+def timeline(spans: list[Any], skip: int = 0, client: ClientTimes | None = None) -> str:
     """Per span name: count, start after the request's start and duration (median, p90);
-    the first ``skip`` requests (warm-ups) left out."""
+    the first ``skip`` requests (warm-ups) left out. With ``client``, three more rows from the
+    client's clock: its send to the gateway's start of the request (connection, headers,
+    parsing: before any span), the gateway's first token to the client reading it, and the
+    client's own time to first token (what ``bench overhead`` reports)."""
     ordered = sorted(
         (s for s in spans if not s.parent_span_id and s.name.startswith("POST")),
         key=lambda s: s.start_time_unix_nano,
@@ -89,12 +100,27 @@ def timeline(spans: list[Any], skip: int = 0) -> str:
     roots = {s.trace_id: s for s in ordered[skip:]}
     starts: dict[str, list[float]] = defaultdict(list)
     lengths: dict[str, list[float]] = defaultdict(list)
+
+    def note(name: str, root: Any, start_ns: int, end_ns: int) -> None:
+        starts[name].append((start_ns - root.start_time_unix_nano) / 1e6)
+        lengths[name].append((end_ns - start_ns) / 1e6)
+
+    first_tokens = {s.trace_id: s for s in spans if s.name == "first_token"}
     for span in spans:
         root = roots.get(span.trace_id)
-        if root is None:
+        if root is not None:
+            note(span.name, root, span.start_time_unix_nano, span.end_time_unix_nano)
+    for trace_id, root in roots.items() if client is not None else ():
+        assert client is not None
+        request_id = _request_id(root)
+        sent, seen = client.sent.get(request_id), client.first_token.get(request_id)
+        if sent is None or seen is None:
             continue
-        starts[span.name].append((span.start_time_unix_nano - root.start_time_unix_nano) / 1e6)
-        lengths[span.name].append((span.end_time_unix_nano - span.start_time_unix_nano) / 1e6)
+        note("client: send -> request start", root, sent, root.start_time_unix_nano)
+        first = first_tokens.get(trace_id)
+        if first is not None:
+            note("client: first token relayed -> read", root, first.end_time_unix_nano, seen)
+        note("client: TTFT (send -> first token read)", root, sent, seen)
 
     def p(values: list[float], q: float) -> float:
         ordered = sorted(values)
@@ -122,18 +148,37 @@ def _plain(span: Any) -> dict[str, Any]:
     }
 
 
-async def _send(url: str, body: dict[str, Any], count: int, concurrency: int) -> None:
-    async with httpx.AsyncClient(timeout=60, trust_env=False) as http:
-        queue = iter(range(count))
+@dataclass
+class ClientTimes:
+    """What the client saw of each request, by the request id it sent (epoch ns)."""
 
-        async def user() -> None:
-            for _ in queue:
-                async with http.stream("POST", url, json=body, headers=[AUTH_HEADER]) as reply:
-                    reply.raise_for_status()
-                    async for _chunk in reply.aiter_bytes():
-                        pass
+    sent: dict[str, int] = field(default_factory=dict)
+    first_token: dict[str, int] = field(default_factory=dict)
 
-        await asyncio.gather(*(user() for _ in range(concurrency)))
+
+async def _send(
+    port: int, body: bytes, count: int, concurrency: int, times: ClientTimes, prefix: str
+) -> None:
+    """``count`` requests, ``concurrency`` at a time, each user on its own keep-alive
+    connection, with the load generator's own client (so its clock readings are the
+    bench's TTFT); each request carries its id, to join the gateway's spans."""
+    numbers = iter(range(count))
+
+    async def user() -> None:
+        client = HttpStreamClient("127.0.0.1", port, dict([AUTH_HEADER]))
+        try:
+            for number in numbers:
+                request_id = f"{prefix}-{number}"
+                headers = {"X-Request-Id": request_id}
+                timing = await client.post("/v1/chat/completions", body, OPENAI_MARKER, headers)
+                offset = time.time_ns() - int(time.perf_counter() * 1e9)
+                times.sent[request_id] = int(timing.started * 1e9) + offset
+                if timing.tokens:
+                    times.first_token[request_id] = int(timing.tokens[0] * 1e9) + offset
+        finally:
+            await client.close()
+
+    await asyncio.gather(*(user() for _ in range(concurrency)))
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -147,6 +192,7 @@ async def run(args: argparse.Namespace) -> int:
     gateway_cpus = parse_cpus(args.gateway_cpu)
     others = set(range(os.cpu_count() or 1)) - (gateway_cpus or set()) or None
     pin_self(others)
+    times = ClientTimes()
     triton = await start_triton()
     try:
         await set_token_interval(triton, 30_000)
@@ -161,10 +207,10 @@ async def run(args: argparse.Namespace) -> int:
             "max_tokens": args.tokens,
             "stream": True,
         }
-        url = f"http://127.0.0.1:{gateway.port}/v1/chat/completions"
+        payload = json.dumps(body).encode()
         try:
-            await _send(url, body, WARM_UPS, 1)
-            await _send(url, body, args.requests, args.concurrency)
+            await _send(gateway.port, payload, WARM_UPS, 1, ClientTimes(), "warm")
+            await _send(gateway.port, payload, args.requests, args.concurrency, times, "bench")
         finally:
             gateway.stop()  # SIGTERM: the gateway drains and flushes its last spans
     finally:
@@ -172,7 +218,7 @@ async def run(args: argparse.Namespace) -> int:
         receiver.shutdown()
     spans = spans_of(_Receiver.bodies)
     say(f"{len(spans)} spans received")
-    text = timeline(spans, skip=WARM_UPS)
+    text = timeline(spans, skip=WARM_UPS, client=times)
     (out / "timeline.md").write_text(text + "\n")
     (out / "spans.json").write_text(json.dumps([_plain(s) for s in spans]))
     print(text, flush=True)
