@@ -63,8 +63,16 @@ def _paced(data: bytes, count: int, gap_s: float) -> list[PreparedItem]:
 
 
 def main(args: argparse.Namespace) -> int:
-    print("| JPEG | run | job ms | decode ms | preprocess ms | digest ms | CPU ms per job |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print(table(args), flush=True)
+    return 0
+
+
+def table(args: argparse.Namespace) -> str:
+    """The job's phases per JPEG side, warm and paced, as a markdown table."""
+    lines = [
+        "| JPEG | run | job ms | decode ms | preprocess ms | digest ms | CPU ms per job |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
     for side in (int(s) for s in args.sides.split(",") if s):
         data = photo_jpeg(side, side, seed=side)
         _job(data)  # imports, tables, the family's caches
@@ -78,9 +86,8 @@ def main(args: argparse.Namespace) -> int:
                          "median", "-"))  # fmt: skip
         for label, items, pick, cpu in runs:
             whole, decode, preprocess, digest = _phases(items, pick)
-            print(
+            lines.append(
                 f"| {side} px, {len(data) // 1000} kB | {label} | {whole:.3f} | {decode:.3f} | "
-                f"{preprocess:.3f} | {digest:.3f} | {cpu} |",
-                flush=True,
+                f"{preprocess:.3f} | {digest:.3f} | {cpu} |"
             )
-    return 0
+    return "\n".join(lines)

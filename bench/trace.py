@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import os
 import statistics
@@ -49,6 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 WARM_UPS = 4
+_OTEL_MODULES = ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http")
+_TRACING_ENV = ("MMGW_OBSERVABILITY__TRACING", "MMGW_OBSERVABILITY__OTLP_TRACES_ENDPOINT")
 
 
 class _Receiver(BaseHTTPRequestHandler):
@@ -182,13 +185,23 @@ async def _send(
 
 
 async def run(args: argparse.Namespace) -> int:
+    print(await traced(args), flush=True)
+    return 0
+
+
+async def traced(args: argparse.Namespace) -> str:
+    """Run the traced requests ``args`` describes; the timeline table (also in ``--out``)."""
+    for module in _OTEL_MODULES:  # before starting anything: a gateway without them won't start
+        if importlib.util.find_spec(module) is None:
+            raise RuntimeError(f"{module} is not installed")
     out = args.out or REPO_ROOT / "build" / "bench" / f"trace-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
+    _Receiver.bodies = []
     receiver = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
     threading.Thread(target=receiver.serve_forever, daemon=True).start()
-    os.environ["MMGW_OBSERVABILITY__TRACING"] = "true"
     endpoint = f"http://127.0.0.1:{receiver.server_address[1]}/v1/traces"
-    os.environ["MMGW_OBSERVABILITY__OTLP_TRACES_ENDPOINT"] = endpoint
+    saved = {name: os.environ.get(name) for name in _TRACING_ENV}
+    os.environ.update(dict(zip(_TRACING_ENV, ("true", endpoint), strict=True)))
     gateway_cpus = parse_cpus(args.gateway_cpu)
     others = set(range(os.cpu_count() or 1)) - (gateway_cpus or set()) or None
     pin_self(others)
@@ -197,17 +210,7 @@ async def run(args: argparse.Namespace) -> int:
     try:
         await set_token_interval(triton, 30_000)
         gateway = start_gateway(triton, out, gateway_cpus, workers=args.gateway_workers)
-        content: list[dict[str, Any]] = [{"type": "text", "text": "Describe it."}]
-        if args.image:
-            load = image_load(args.image, SERVED_ID)
-            content.insert(0, {"type": "image_url", "image_url": {"url": load.data_url}})
-        body = {
-            "model": SERVED_ID,
-            "messages": [{"role": "user", "content": content}],
-            "max_tokens": args.tokens,
-            "stream": True,
-        }
-        payload = json.dumps(body).encode()
+        payload = json.dumps(_body(args.image, args.tokens)).encode()
         try:
             await _send(gateway.port, payload, WARM_UPS, 1, ClientTimes(), "warm")
             await _send(gateway.port, payload, args.requests, args.concurrency, times, "bench")
@@ -216,10 +219,27 @@ async def run(args: argparse.Namespace) -> int:
     finally:
         await triton.stop()
         receiver.shutdown()
+        for name, value in saved.items():  # the next gateway this process starts: untraced
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     spans = spans_of(_Receiver.bodies)
     say(f"{len(spans)} spans received")
     text = timeline(spans, skip=WARM_UPS, client=times)
     (out / "timeline.md").write_text(text + "\n")
     (out / "spans.json").write_text(json.dumps([_plain(s) for s in spans]))
-    print(text, flush=True)
-    return 0
+    return text
+
+
+def _body(image: int, tokens: int) -> dict[str, Any]:
+    content: list[dict[str, Any]] = [{"type": "text", "text": "Describe it."}]
+    if image:
+        load = image_load(image, SERVED_ID)
+        content.insert(0, {"type": "image_url", "image_url": {"url": load.data_url}})
+    return {
+        "model": SERVED_ID,
+        "messages": [{"role": "user", "content": content}],
+        "max_tokens": tokens,
+        "stream": True,
+    }
