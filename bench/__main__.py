@@ -10,6 +10,7 @@
 - ``serve``: Triton with the load fixture and the gateway, left running (for aiperf, curl)
 - ``aiperf``: NVIDIA's aiperf profiling the gateway with images and streaming
 - ``hotpath``: in-process CPU microseconds per token and per request (before/after)
+- ``image-job``: in-process milliseconds of one image's decode thread job (warm and paced)
 - ``structured``: a large JSON schema's compile time (cold, cached) and the in-process cost
   of ``json_schema`` and ``tools`` requests against plain text
 - ``hostile``: 200 hostile guides in a row against one gateway process: same PID, RSS, and
@@ -57,6 +58,9 @@ def _parser() -> argparse.ArgumentParser:
     aiperf.add_arguments(commands.add_parser("aiperf", help="aiperf against the gateway"))
     profile.add_arguments(commands.add_parser("profile", help="py-spy the gateway under load"))
     hotpath.add_arguments(commands.add_parser("hotpath", help="in-process per-token CPU"))
+    from bench import image_job
+
+    image_job.add_arguments(commands.add_parser("image-job", help="one image's job, in-process"))
     structured.add_arguments(
         commands.add_parser("structured", help="schema compile and structured request cost")
     )
@@ -92,6 +96,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench import hotpath
 
         return hotpath.main(args)
+    if args.command == "image-job":
+        from bench import image_job
+
+        return image_job.main(args)
     if args.command == "realtime":
         from bench import realtime
 

@@ -13,9 +13,19 @@ the rest, and then, on that one stack:
    ``data:`` URL it decodes, preprocesses, hashes and sends) vs direct gRPC carrying the same
    tensors: the added TTFT p50.
 
-About 4 minutes with the defaults on that host; results (every row, the goals table) under
-``--out``. The LLaVA-1.5-7B-shaped measurement of the issue needs a real engine and is not
-part of this run.
+Then what bounds the goals that are not met, on the same host (``--no-diagnosis`` skips it):
+
+4. ``bench image-job``: the image job (decode, preprocess, digest) in-process on a gateway
+   core, warm and paced: what the image path costs in CPU, without hand-offs;
+5. ``bench trace``: one 336 and one 1024 px request at a time, traced by the gateway (OTLP to
+   a local receiver) and joined to the client's clock: where each millisecond of the added
+   TTFT goes, before, inside and after the gateway (needs the ``otel`` extra);
+6. ``bench profile``: py-spy on one gateway worker under its share of the flood (128 streams
+   over the workers): the functions that bound tokens per CPU-second (needs py-spy).
+
+About 6 minutes with the defaults on that host; results (every row, the goals table, the
+diagnosis) under ``--out``. The LLaVA-1.5-7B-shaped measurement of the issue needs a real
+engine and is not part of this run.
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ import json
 import os
 import statistics
 import time
+from collections.abc import Awaitable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -46,6 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--workers", type=int, default=6, help="load-generator processes")
     add("--triton-instances", type=int, default=6, help="fixture instances")
     add("--out", type=Path, help="result folder (default build/bench/gpu-goals-<time>)")
+    add("--no-diagnosis", action="store_true", help="skip the image job, traces and profile")
+    add("--trace-requests", type=int, default=30, help="traced requests per JPEG side")
+    add("--profile-s", type=float, default=8.0, help="seconds of py-spy under flood")
 
 
 def _options(args: argparse.Namespace, out: Path, **fields: object) -> overhead.Options:
@@ -104,8 +118,63 @@ async def run(args: argparse.Namespace) -> int:
     (out / "results.json").write_text(json.dumps(dump, indent=1))
     (out / "goals.md").write_text(text + "\n")
     print(f"\n{info}\n\n{text}", flush=True)
+    if not args.no_diagnosis:
+        report_text = await diagnosis(args, out, sorted(gateway_cpus or cores), images)
+        (out / "diagnosis.md").write_text(report_text + "\n")
+        print(f"\n{report_text}", flush=True)
     say(f"results in {out}")
     return 0
+
+
+async def diagnosis(
+    args: argparse.Namespace, out: Path, gateway_cpus: list[int], images: tuple[int, ...]
+) -> str:
+    """What bounds the goals on this host: the image job, traced image requests, a profile of
+    one worker under flood. A part that cannot run here says why and the rest goes on."""
+    from bench import image_job, profile, trace
+
+    count = args.gateway_workers
+    cpus = ",".join(str(c) for c in gateway_cpus)
+    sections = []
+    say("diagnosis: the image job in-process, on a gateway core")
+    pin_self({gateway_cpus[-1]})
+    job_args = argparse.Namespace(
+        sides=",".join(str(side) for side in images), repeat=100, paced=20, gap_ms=100.0
+    )
+    sections.append(f"### The image job in-process (CPU {gateway_cpus[-1]})\n\n"
+                    f"{image_job.table(job_args)}")  # fmt: skip
+    for side in images if args.trace_requests else ():
+        say(f"diagnosis: {args.trace_requests} traced {side} px requests, one at a time")
+        trace_args = argparse.Namespace(
+            image=side, requests=args.trace_requests, concurrency=1, tokens=16,
+            gateway_cpu=cpus, gateway_workers=count, out=out / f"trace-{side}",
+        )  # fmt: skip
+        sections.append(
+            f"### Traced {side} px requests ({count} workers on CPUs {cpus}; ms)\n\n"
+            + await _or_why(trace.traced(trace_args), "pip install '.[otel]'")
+        )
+    if args.profile_s > 0:
+        streams = max(1, args.flood_concurrency // count)
+        say(f"diagnosis: py-spy on one worker, {streams} flooding streams, {args.profile_s:g} s")
+        profile_args = argparse.Namespace(
+            concurrency=streams, duration=args.profile_s, tokens=64, interval_us=0, rate=200,
+            workers=args.workers, top=25, image=0, gateway_cpu=str(gateway_cpus[-1]),
+            out=out / "profile",
+        )  # fmt: skip
+        sections.append(
+            f"### py-spy, one worker on CPU {gateway_cpus[-1]}, {streams} flooding streams\n\n"
+            + await _or_why(profile.profiled(profile_args), "pip install py-spy", "```\n")
+        )
+    return "\n\n".join(sections)
+
+
+async def _or_why(work: Awaitable[str], remedy: str, fence: str = "") -> str:
+    """``work``'s text, or the reason it could not run (a missing extra, no ptrace)."""
+    try:
+        text = await work
+    except Exception as exc:  # a diagnosis that cannot run must not lose the goals' run
+        return f"skipped: {type(exc).__name__}: {exc} ({remedy})"
+    return f"{fence}{text}\n{fence}".strip() if fence else text
 
 
 def _spread(values: list[float]) -> str:

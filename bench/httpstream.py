@@ -52,12 +52,17 @@ class HttpStreamClient:
             self._writer.close()
             self._reader = self._writer = None
 
-    async def post(self, path: str, body: bytes, marker: bytes) -> StreamTiming:
-        """POST ``body`` and read the streamed answer; raises HttpStreamError on any failure."""
+    async def post(
+        self, path: str, body: bytes, marker: bytes, headers: Mapping[str, str] | None = None
+    ) -> StreamTiming:
+        """POST ``body`` (with ``headers`` besides the connection's) and read the streamed
+        answer; raises HttpStreamError on any failure."""
         if self._writer is None:
             self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
         assert self._reader is not None
-        request = f"POST {path} HTTP/1.1\r\n{self._head}Content-Length: {len(body)}\r\n\r\n"
+        extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+        head = f"POST {path} HTTP/1.1\r\n{self._head}{extra}"
+        request = f"{head}Content-Length: {len(body)}\r\n\r\n"
         timing = StreamTiming(time.perf_counter())
         try:
             self._writer.write(request.encode() + body)

@@ -45,6 +45,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--out", type=Path, help="result folder (default build/bench/profile-<time>)")
 
 
+# Where a sample's own (self) time is, by the file or function of its innermost frame: the
+# rooms of one relayed token. py-spy sees Python frames only, so C work is billed to the
+# frame that called it: grpc's C core to the poller thread's ``Thread.run`` and to the
+# ``await`` in grpc.aio's ``_read``; uvloop and the callbacks it runs in C to ``Runner.run``.
+PARTS = (
+    ("grpc poller thread (C core: Triton's socket, HTTP/2, completion queue)", "Thread.run "),
+    ("grpc.aio per response (completion -> loop, next read started)", "_StreamResponseMixin."),
+    ("HTTP write (uvicorn's send: a write per body)", "RequestResponseCycle.send "),
+    ("event loop (uvloop: epoll, C callbacks)", "Runner.run "),
+    ("grpc.aio / tritonclient per request", "grpc/"),
+    ("grpc.aio / tritonclient per request", "tritonclient/"),
+    ("the gateway's own Python", "gateway/"),
+)
+
+
+def by_part(collapsed: str) -> str:
+    """Self samples grouped into ``PARTS`` (the rest: frameworks, the standard library)."""
+    parts: Counter[str] = Counter()
+    samples = 0
+    for line in collapsed.splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        frames = [f for f in stack.split(";") if f and not f.startswith("process ")]
+        if not frames:
+            continue
+        samples += int(count_text)
+        leaf = frames[-1]
+        part = next((name for name, mark in PARTS if mark in leaf), "frameworks and the rest")
+        parts[part] += int(count_text)
+    lines = ["self %  part"]
+    lines += [f"{100 * n / max(samples, 1):6.1f}  {part}" for part, n in parts.most_common()]
+    return "\n".join(lines)
+
+
 def summarise(collapsed: str, top: int) -> str:
     """Self and total sample shares per function from py-spy's collapsed stacks."""
     own: Counter[str] = Counter()
@@ -71,13 +104,21 @@ def summarise(collapsed: str, top: int) -> str:
 
 async def run(args: argparse.Namespace) -> int:
     """Stream through the gateway, sample it with py-spy, print the hottest functions."""
+    if shutil.which("py-spy") is None:
+        say("py-spy is missing: pip install -e '.[bench]'")
+        return 2
+    print(await profiled(args), flush=True)
+    return 0
+
+
+async def profiled(args: argparse.Namespace) -> str:
+    """The load ``args`` describes, sampled: the rate line and the hottest functions."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out: Path = args.out or REPO_ROOT / "build" / "bench" / f"profile-{stamp}"
     out.mkdir(parents=True, exist_ok=True)
     py_spy = shutil.which("py-spy")
     if py_spy is None:
-        say("py-spy is missing: pip install -e '.[bench]'")
-        return 2
+        raise RuntimeError("py-spy is not on PATH")
     raise_fd_limit()
     triton = await start_triton()
     gateway = pool = None
@@ -111,8 +152,8 @@ async def run(args: argparse.Namespace) -> int:
         await triton.stop()
     row = measure("profile", "gateway", args.concurrency, window.result, window.wall_s,
                   window.delta("gateway"), 0.0)  # fmt: skip
-    say(f"{row.tps:.0f} tok/s, gateway {row.proxy_cpu_per_1k:.3f} CPU s per 1k tokens")
-    summary = summarise((out / "profile.txt").read_text(), args.top)
+    rate = f"{row.tps:.0f} tok/s, gateway {row.proxy_cpu_per_1k:.3f} CPU s per 1k tokens"
+    collapsed = (out / "profile.txt").read_text()
+    summary = f"{rate}\n\n{by_part(collapsed)}\n\n{summarise(collapsed, args.top)}"
     (out / "summary.txt").write_text(summary + "\n")
-    print(summary, flush=True)
-    return 0
+    return summary

@@ -12,18 +12,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import os
 import statistics
 import threading
 import time
 from collections import defaultdict
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
-import httpx
-
+from bench.httpstream import OPENAI_MARKER, HttpStreamClient
 from bench.images import image_load
 from bench.procs import parse_cpus, pin_self, say
 from bench.stack import (
@@ -34,6 +35,7 @@ from bench.stack import (
     start_gateway,
     start_triton,
 )
+from gateway.observability.tracing import REQUEST_ID
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,6 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 WARM_UPS = 4
+_OTEL_MODULES = ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http")
+_TRACING_ENV = ("MMGW_OBSERVABILITY__TRACING", "MMGW_OBSERVABILITY__OTLP_TRACES_ENDPOINT")
 
 
 class _Receiver(BaseHTTPRequestHandler):
@@ -79,9 +83,19 @@ def spans_of(bodies: list[bytes]) -> list[Any]:
     return found
 
 
-def timeline(spans: list[Any], skip: int = 0) -> str:
+def _request_id(span: Any) -> str:
+    for attribute in span.attributes:
+        if attribute.key == REQUEST_ID:
+            return str(attribute.value.string_value)
+    return ""
+
+
+def timeline(spans: list[Any], skip: int = 0, client: ClientTimes | None = None) -> str:
     """Per span name: count, start after the request's start and duration (median, p90);
-    the first ``skip`` requests (warm-ups) left out."""
+    the first ``skip`` requests (warm-ups) left out. With ``client``, three more rows from the
+    client's clock: its send to the gateway's start of the request (connection, headers,
+    parsing: before any span), the gateway's first token to the client reading it, and the
+    client's own time to first token (what ``bench overhead`` reports)."""
     ordered = sorted(
         (s for s in spans if not s.parent_span_id and s.name.startswith("POST")),
         key=lambda s: s.start_time_unix_nano,
@@ -89,12 +103,27 @@ def timeline(spans: list[Any], skip: int = 0) -> str:
     roots = {s.trace_id: s for s in ordered[skip:]}
     starts: dict[str, list[float]] = defaultdict(list)
     lengths: dict[str, list[float]] = defaultdict(list)
+
+    def note(name: str, root: Any, start_ns: int, end_ns: int) -> None:
+        starts[name].append((start_ns - root.start_time_unix_nano) / 1e6)
+        lengths[name].append((end_ns - start_ns) / 1e6)
+
+    first_tokens = {s.trace_id: s for s in spans if s.name == "first_token"}
     for span in spans:
         root = roots.get(span.trace_id)
-        if root is None:
+        if root is not None:
+            note(span.name, root, span.start_time_unix_nano, span.end_time_unix_nano)
+    for trace_id, root in roots.items() if client is not None else ():
+        assert client is not None
+        request_id = _request_id(root)
+        sent, seen = client.sent.get(request_id), client.first_token.get(request_id)
+        if sent is None or seen is None:
             continue
-        starts[span.name].append((span.start_time_unix_nano - root.start_time_unix_nano) / 1e6)
-        lengths[span.name].append((span.end_time_unix_nano - span.start_time_unix_nano) / 1e6)
+        note("client: send -> request start", root, sent, root.start_time_unix_nano)
+        first = first_tokens.get(trace_id)
+        if first is not None:
+            note("client: first token relayed -> read", root, first.end_time_unix_nano, seen)
+        note("client: TTFT (send -> first token read)", root, sent, seen)
 
     def p(values: list[float], q: float) -> float:
         ordered = sorted(values)
@@ -122,58 +151,95 @@ def _plain(span: Any) -> dict[str, Any]:
     }
 
 
-async def _send(url: str, body: dict[str, Any], count: int, concurrency: int) -> None:
-    async with httpx.AsyncClient(timeout=60, trust_env=False) as http:
-        queue = iter(range(count))
+@dataclass
+class ClientTimes:
+    """What the client saw of each request, by the request id it sent (epoch ns)."""
 
-        async def user() -> None:
-            for _ in queue:
-                async with http.stream("POST", url, json=body, headers=[AUTH_HEADER]) as reply:
-                    reply.raise_for_status()
-                    async for _chunk in reply.aiter_bytes():
-                        pass
+    sent: dict[str, int] = field(default_factory=dict)
+    first_token: dict[str, int] = field(default_factory=dict)
 
-        await asyncio.gather(*(user() for _ in range(concurrency)))
+
+async def _send(
+    port: int, body: bytes, count: int, concurrency: int, times: ClientTimes, prefix: str
+) -> None:
+    """``count`` requests, ``concurrency`` at a time, each user on its own keep-alive
+    connection, with the load generator's own client (so its clock readings are the
+    bench's TTFT); each request carries its id, to join the gateway's spans."""
+    numbers = iter(range(count))
+
+    async def user() -> None:
+        client = HttpStreamClient("127.0.0.1", port, dict([AUTH_HEADER]))
+        try:
+            for number in numbers:
+                request_id = f"{prefix}-{number}"
+                headers = {"X-Request-Id": request_id}
+                timing = await client.post("/v1/chat/completions", body, OPENAI_MARKER, headers)
+                offset = time.time_ns() - int(time.perf_counter() * 1e9)
+                times.sent[request_id] = int(timing.started * 1e9) + offset
+                if timing.tokens:
+                    times.first_token[request_id] = int(timing.tokens[0] * 1e9) + offset
+        finally:
+            await client.close()
+
+    await asyncio.gather(*(user() for _ in range(concurrency)))
 
 
 async def run(args: argparse.Namespace) -> int:
+    print(await traced(args), flush=True)
+    return 0
+
+
+async def traced(args: argparse.Namespace) -> str:
+    """Run the traced requests ``args`` describes; the timeline table (also in ``--out``)."""
+    for module in _OTEL_MODULES:  # before starting anything: a gateway without them won't start
+        if importlib.util.find_spec(module) is None:
+            raise RuntimeError(f"{module} is not installed")
     out = args.out or REPO_ROOT / "build" / "bench" / f"trace-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
+    _Receiver.bodies = []
     receiver = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
     threading.Thread(target=receiver.serve_forever, daemon=True).start()
-    os.environ["MMGW_OBSERVABILITY__TRACING"] = "true"
     endpoint = f"http://127.0.0.1:{receiver.server_address[1]}/v1/traces"
-    os.environ["MMGW_OBSERVABILITY__OTLP_TRACES_ENDPOINT"] = endpoint
+    saved = {name: os.environ.get(name) for name in _TRACING_ENV}
+    os.environ.update(dict(zip(_TRACING_ENV, ("true", endpoint), strict=True)))
     gateway_cpus = parse_cpus(args.gateway_cpu)
     others = set(range(os.cpu_count() or 1)) - (gateway_cpus or set()) or None
     pin_self(others)
+    times = ClientTimes()
     triton = await start_triton()
     try:
         await set_token_interval(triton, 30_000)
         gateway = start_gateway(triton, out, gateway_cpus, workers=args.gateway_workers)
-        content: list[dict[str, Any]] = [{"type": "text", "text": "Describe it."}]
-        if args.image:
-            load = image_load(args.image, SERVED_ID)
-            content.insert(0, {"type": "image_url", "image_url": {"url": load.data_url}})
-        body = {
-            "model": SERVED_ID,
-            "messages": [{"role": "user", "content": content}],
-            "max_tokens": args.tokens,
-            "stream": True,
-        }
-        url = f"http://127.0.0.1:{gateway.port}/v1/chat/completions"
+        payload = json.dumps(_body(args.image, args.tokens)).encode()
         try:
-            await _send(url, body, WARM_UPS, 1)
-            await _send(url, body, args.requests, args.concurrency)
+            await _send(gateway.port, payload, WARM_UPS, 1, ClientTimes(), "warm")
+            await _send(gateway.port, payload, args.requests, args.concurrency, times, "bench")
         finally:
             gateway.stop()  # SIGTERM: the gateway drains and flushes its last spans
     finally:
         await triton.stop()
         receiver.shutdown()
+        for name, value in saved.items():  # the next gateway this process starts: untraced
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     spans = spans_of(_Receiver.bodies)
     say(f"{len(spans)} spans received")
-    text = timeline(spans, skip=WARM_UPS)
+    text = timeline(spans, skip=WARM_UPS, client=times)
     (out / "timeline.md").write_text(text + "\n")
     (out / "spans.json").write_text(json.dumps([_plain(s) for s in spans]))
-    print(text, flush=True)
-    return 0
+    return text
+
+
+def _body(image: int, tokens: int) -> dict[str, Any]:
+    content: list[dict[str, Any]] = [{"type": "text", "text": "Describe it."}]
+    if image:
+        load = image_load(image, SERVED_ID)
+        content.insert(0, {"type": "image_url", "image_url": {"url": load.data_url}})
+    return {
+        "model": SERVED_ID,
+        "messages": [{"role": "user", "content": content}],
+        "max_tokens": tokens,
+        "stream": True,
+    }

@@ -147,15 +147,16 @@ def decode_image(
     header_size = _header_size(data, image_format)
     if header_size is not None and min(header_size) > 0:  # 0 (a GIF may say so): let PIL judge
         _check_pixel_budget(header_size, limits)  # before PIL: WebP allocates its canvas on open
+    image: Image.Image | None = None
+    rgb: Image.Image | None = None
     try:
-        with Image.open(io.BytesIO(data), formats=[image_format]) as image:
-            _check_pixel_budget(image.size, limits)  # again, as PIL read it
-            if image_format == "JPEG" and target_size is not None and draft_margin > 0:
-                _draft(image, target_size, draft_margin)
-            image.load()
-            rgb = to_rgb(_upright(image))
-            # closing the file closes `image` too; hand back an image that outlives it
-            return rgb.copy() if rgb is image else rgb
+        image = Image.open(io.BytesIO(data), formats=[image_format])
+        _check_pixel_budget(image.size, limits)  # again, as PIL read it
+        if image_format == "JPEG" and target_size is not None and draft_margin > 0:
+            _draft(image, target_size, draft_margin)
+        image.load()
+        rgb = to_rgb(_upright(image))
+        return rgb
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):
         # PIL's own global guard fired first (a warning counts if warnings are errors).
         raise MediaTooLarge("The image has too many pixels to decode.") from None
@@ -166,6 +167,12 @@ def decode_image(
             f"The image could not be decoded: the {_display(image_format)} data is truncated "
             "or corrupt."
         ) from exc
+    finally:
+        # Closing drops the decoded pixels, so the source is left open when it is the result
+        # (an RGB file, the usual case) instead of copying it: once loaded, PIL reads no more
+        # from the in-memory file, which the result alone keeps alive.
+        if image is not None and image is not rgb:
+            image.close()
 
 
 def _display(image_format: str) -> str:

@@ -187,6 +187,16 @@ def test_one_fp16_image_becomes_the_batch_without_a_copy() -> None:
     assert single.dtype == np.float16 and np.array_equal(single, batch)
 
 
+def test_an_image_already_at_the_resize_target_is_not_resampled() -> None:
+    from gateway.families._pixels import _resize
+
+    for size in ((336, 336), (337, 336), (336, 1000)):  # the shortest edge is already 336
+        image = noise(size, seed=3)
+        resized, cropped = _resize(image, CLIP_336)
+        assert resized is image and not cropped  # the same object: no copy
+    assert _resize(noise((400, 300)), CLIP_336)[0].size == (448, 336)  # others still resize
+
+
 def test_resize_to_fit_only_downscales() -> None:
     small = Image.new("RGB", (300, 200))
     assert resize_to_fit(small, 512) is small

@@ -242,3 +242,11 @@ def test_jpeg_draft_respects_orientation() -> None:
 def test_result_outlives_the_buffer() -> None:
     image = decode_image(encode(halves(), "PNG"), LIMITS)
     assert np.asarray(image).shape == (20, 40, 3)
+
+
+def test_an_rgb_jpeg_is_handed_back_as_decoded_not_copied() -> None:
+    # A copy of the decoded image (one pass over its pixels) would carry no format.
+    image = decode_image(encode(halves((64, 32)), "JPEG", quality=95), LIMITS)
+    assert image.format == "JPEG" and image.mode == "RGB"
+    pixels = np.asarray(image)  # usable: the source was not closed under it
+    assert pixels.shape == (32, 64, 3) and near(tuple(pixels[4, 4]), RED)
