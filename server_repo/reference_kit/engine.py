@@ -176,7 +176,13 @@ class ReferenceEngine:
         self, request: GenerationRequest, is_cancelled: Callable[[], bool] | None = None
     ) -> Generation:
         """Validate now (raising ``InvalidRequest``), then stream steps lazily."""
-        prepared = self.prepare(request)
+        return self.run(self.prepare(request), is_cancelled)
+
+    def run(
+        self, prepared: PreparedRequest, is_cancelled: Callable[[], bool] | None = None
+    ) -> Generation:
+        """Stream the steps of a request ``prepare`` has checked (its prompt is at hand, for
+        a model that echoes it)."""
         stats = GenerationStats(self.cache.tokens_per_block, input_tokens=len(prepared.prompt))
         return Generation(self._steps(prepared, stats, is_cancelled), stats)
 

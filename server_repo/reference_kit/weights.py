@@ -163,3 +163,23 @@ def publish_tokenizer(tokenizer: PreTrainedTokenizerBase, name: str) -> Path | N
         if os.path.exists(staging):
             os.unlink(staging)
     return folder / "tokenizer.json"
+
+
+def publish_pretrained_tokenizer(tokenizer: PreTrainedTokenizerBase, name: str) -> Path | None:
+    """``publish_tokenizer``, plus the rest of the Hugging Face tokenizer folder
+    (``tokenizer_config.json`` with its chat template): what a gateway pointed at
+    ``$MMGW_REFERENCE_TOKENIZERS/<name>`` needs to render prompts itself (NVIDIA's ``llmapi``
+    model takes finished prompts). Each file is written beside its target and renamed."""
+    tokenizer_json = publish_tokenizer(tokenizer, name)
+    if tokenizer_json is None:
+        return None
+    folder = tokenizer_json.parent
+    staging = Path(tempfile.mkdtemp(prefix=".tokenizer-", dir=folder))
+    try:
+        tokenizer.save_pretrained(staging)
+        for item in staging.iterdir():
+            if item.name != "tokenizer.json":
+                os.replace(item, folder / item.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return folder

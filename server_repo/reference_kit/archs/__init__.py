@@ -16,6 +16,7 @@ from server_repo.reference_kit.archs.neva import NevaArch, VideoNevaArch
 from server_repo.reference_kit.archs.nougat import NougatArch
 from server_repo.reference_kit.archs.phi3_vision import Phi3VisionArch
 from server_repo.reference_kit.archs.pix2struct import Pix2StructArch
+from server_repo.reference_kit.archs.qwen2_5_vl import Qwen25VLArch
 from server_repo.reference_kit.archs.qwen2_vl import Qwen2VLArch
 from server_repo.reference_kit.archs.vila import VilaArch
 from server_repo.reference_kit.archs.whisper import WhisperArch
@@ -36,6 +37,7 @@ ARCHS: dict[str, type[Arch]] = {
     Phi3VisionArch.family: Phi3VisionArch,
     Pix2StructArch.family: Pix2StructArch,
     Qwen2VLArch.family: Qwen2VLArch,
+    Qwen25VLArch.family: Qwen25VLArch,
     VideoNevaArch.family: VideoNevaArch,
     VilaArch.family: VilaArch,
     WhisperArch.family: WhisperArch,
@@ -69,6 +71,7 @@ __all__ = [
     "Phi3VisionArch",
     "Pix2StructArch",
     "Qwen2VLArch",
+    "Qwen25VLArch",
     "VideoNevaArch",
     "VilaArch",
     "WhisperArch",
