@@ -87,8 +87,11 @@ class LlmapiRun(RunBase):
             self.finish_reason is None and completion >= self.call.max_tokens
         )
         finish: FinishReason = "length" if length and not stopped else "stop"
-        cached = None
+        prompt, cached = self.call.prompt_tokens, None
         block = self.prepared.served.tokens_per_block
         if self.reused_blocks is not None and block:
-            cached = min(self.reused_blocks * block, self.call.prompt_tokens)
-        return Outcome(finish, UsageCounts(self.call.prompt_tokens, completion, cached))
+            cached = self.reused_blocks * block
+            if self.call.image_urls:  # the image tokens the model added are not in the count
+                prompt = max(prompt, cached)
+            cached = min(cached, prompt)
+        return Outcome(finish, UsageCounts(prompt, completion, cached))
