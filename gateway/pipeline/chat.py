@@ -54,11 +54,11 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> list
     refuse_unsupported(request)
     parsed = parse_messages(request.messages)
     family = served.family
-    tools = tool_plan(request, family)
-    asked = requested_output(request, tools)
     contract = await served.get_contract()
     if served.llmapi is not None:  # NVIDIA's llmapi model: the chat template is rendered here
-        return await prepare_llmapi_chat(request, runtime, served, contract, parsed, tools, asked)
+        return await prepare_llmapi_chat(request, runtime, served, contract, parsed)
+    tools = tool_plan(request, family)
+    asked = requested_output(request, tools)
     guide = None
     if asked is not None:  # before the tools are rendered into the prompt: a hostile schema
         suspects = tools.suspects() if tools is not None else []  # costs no more than this

@@ -31,7 +31,7 @@ from typing import Any
 
 from gateway.errors import InvalidRequest
 from gateway.families.base import Conversation
-from gateway.families.calls import LlmapiRequest, Plan, Sampling
+from gateway.families.calls import Guide, LlmapiRequest, Plan, Sampling
 from gateway.families.chat_template import THINKING_SWITCHES
 from gateway.families.llmapi import IMAGE_URLS, LlmapiModel
 from gateway.pipeline._llmapi_call import LlmapiRun
@@ -41,7 +41,8 @@ from gateway.pipeline.generation import TextFields, check_total_prompt, fresh_se
 from gateway.pipeline.media import prepare_media
 from gateway.pipeline.relay import Prepared
 from gateway.pipeline.structured.guides import Asked, requested_guide
-from gateway.pipeline.structured.tools import ToolPlan
+from gateway.pipeline.structured.request import requested_output
+from gateway.pipeline.structured.tools import ToolPlan, tool_plan
 from gateway.protocol.chat import ChatCompletionRequest
 from gateway.protocol.completions import CompletionRequest
 from gateway.runtime import Runtime, ServedRuntime
@@ -105,6 +106,17 @@ def refuse_guide(asked: Asked | None) -> None:
         param=asked.param,
         code="unsupported_parameter",
     )
+
+
+def refuse_forced_tool_choice(request: ChatCompletionRequest) -> None:
+    """``required`` or a named function: forcing a call needs guided decoding (said before
+    any other tool problem: no family or template could make it work here)."""
+    choice: object = request.tool_choice
+    param = "tool_choice"
+    if choice is None:
+        choice, param = request.function_call, "function_call"
+    if choice is not None and (choice == "required" or not isinstance(choice, str)):
+        refuse_guide(Asked(Guide("json"), param))
 
 
 def refuse_media_kinds(media: Sequence[MediaPart]) -> None:
@@ -232,14 +244,14 @@ async def prepare_llmapi_chat(
     served: ServedRuntime,
     contract: ModelContract,
     parsed: ParsedChat,
-    tools: ToolPlan | None,
-    asked: Asked | None,
 ) -> list[Prepared]:
     """Check, fetch the images, render, and build one call per choice (``n``)."""
     llmapi = served.llmapi
     assert llmapi is not None  # the caller routes llmapi models here
     refuse_fields(request, bool(request.logprobs), request.lora_task_id)
-    refuse_guide(asked)
+    refuse_forced_tool_choice(request)
+    tools = tool_plan(request, served.family)
+    refuse_guide(requested_output(request, tools))
     refuse_media_kinds(parsed.media)
     check_markers(llmapi, parsed.conversation)
     effort = reasoning_effort(request)

@@ -292,11 +292,15 @@ async def test_tools_are_rendered_by_the_template_and_calls_parsed_in_the_family
     assert call["name"] == "lookup" and json.loads(call["arguments"]) == {"q": 1}
 
 
+@pytest.mark.parametrize("model", ["fake-llmapi-hermes", "fake-llmapi"])
+@pytest.mark.parametrize(
+    "choice", ["required", {"type": "function", "function": {"name": "lookup"}}]
+)
 async def test_a_forced_tool_call_is_refused_naming_guided_decoding(
-    http: httpx.AsyncClient, fake: FakeTriton
+    http: httpx.AsyncClient, fake: FakeTriton, model: str, choice: object
 ) -> None:
     tool = {"type": "function", "function": {"name": "lookup"}}
-    body = ask(model="fake-llmapi-hermes", tools=[tool], tool_choice="required")
+    body = ask(model=model, tools=[tool], tool_choice=choice)
     error = assert_openai_error(await http.post(URL, json=body), 400, "unsupported_parameter")
     assert error["param"] == "tool_choice" and "guided decoding" in error["message"]
 
