@@ -130,6 +130,17 @@ def refuse_media_kinds(media: Sequence[MediaPart]) -> None:
             )
 
 
+def check_prompt_tokens(tokens: int, served: ServedRuntime, param: str = "messages") -> None:
+    """A prompt over the engine's ``max_input_len`` (``max_input_tokens``), counted exactly."""
+    limit = served.config.max_input_tokens
+    if limit is not None and tokens > limit:
+        raise InvalidRequest(
+            f"the prompt is {tokens} tokens; model '{served.config.id}' accepts at most {limit}",
+            param=param,
+            code="context_length_exceeded",
+        )
+
+
 def reasoning_effort(request: ChatCompletionRequest) -> str | None:
     """``reasoning_effort`` (an OpenAI field; read from the body's extra fields while the
     protocol type does not name it)."""
@@ -266,6 +277,7 @@ async def prepare_llmapi_chat(
     check_total_prompt(
         [len(prompt.text_input)], request.n, limits.max_total_prompt_chars, "messages"
     )
+    check_prompt_tokens(prompt.prompt_tokens, served)
     parser = tools.parser(served.family, request.stream) if tools is not None else None
     param = "max_completion_tokens" if request.max_completion_tokens else "max_tokens"
     stops = tuple(dict.fromkeys([*request.stop_list, *served.family.stop_strings]))
@@ -293,6 +305,7 @@ async def prepare_llmapi_completion(
     stops = tuple(dict.fromkeys([*request.stop_list, *served.family.stop_strings]))
     prepared = []
     for prompt, tokens in zip(prompts, counts, strict=True):
+        check_prompt_tokens(tokens, served, "prompt")
         calls = await _calls(
             request,
             runtime,

@@ -339,3 +339,22 @@ async def test_a_client_that_leaves_cancels_the_triton_request_within_a_second(
     call.disconnect()
     assert await fake.wait_cancelled("llm1", timeout=1.0)
     await asyncio.wait_for(task, 5)
+
+
+async def test_a_prompt_over_max_input_tokens_is_refused_counted_exactly(
+    gateway: FakeGateway, http: httpx.AsyncClient, fake: FakeTriton
+) -> None:
+    served = gateway.runtime.models["fake-llmapi"]
+    config = served.config
+    served.config = config.model_copy(update={"max_input_tokens": 20})
+    try:
+        error = assert_openai_error(
+            await http.post(URL, json=ask("a longer question")), 400, "context_length_exceeded"
+        )
+        assert "tokens" in error["message"] and "at most 20" in error["message"]
+        # "<|im_start|>user\n?<|im_end|>\n<|im_start|>assistant\n": 3 special + 17 bytes.
+        assert (await http.post(URL, json=ask("?"))).status_code == 200
+        served.config = config.model_copy(update={"max_input_tokens": 19})
+        assert (await http.post(URL, json=ask("?"))).status_code == 400
+    finally:
+        served.config = config
