@@ -63,6 +63,24 @@ def _workers(value: str | None) -> int | str | None:
     return int(value) if value is not None and value.isdigit() else value
 
 
+def _external(model: ServedModel, url: str, tokenizers: Path) -> ServedModel | None:
+    """``model`` served by the Triton at ``url``. A model on NVIDIA's llmapi contract (no
+    family) needs its model folder: the one a reference model published on this machine, if
+    any; without one it is left out, said on stderr (it could not start)."""
+    fields = {**model.model_dump(), "triton_url": url}
+    if model.family is None and model.tokenizer is None:
+        published = tokenizers / model.triton_model
+        if not published.is_dir():
+            print(
+                f"mmgw: warning: model {model.id!r} left out: on an external Triton, NVIDIA's "
+                "llmapi model needs tokenizer = the model's Hugging Face folder",
+                file=sys.stderr,
+            )
+            return None
+        fields["tokenizer"] = published
+    return ServedModel.model_validate(fields)
+
+
 def settings_from_args(args: argparse.Namespace) -> Settings:
     settings = load_settings(args.config)
     updates: dict[str, object] = {}
@@ -73,10 +91,10 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     if args.device:
         updates["embedded"] = settings.embedded.model_copy(update={"device": args.device})
     if args.triton_url:
-        updates["models"] = [
-            ServedModel.model_validate({**m.model_dump(), "triton_url": args.triton_url})
-            for m in settings.models
+        moved = [
+            _external(m, args.triton_url, settings.embedded.tokenizers_dir) for m in settings.models
         ]
+        updates["models"] = [m for m in moved if m is not None]
         updates["embedded"] = settings.embedded.model_copy(update={"enabled": False})
     return Settings.model_validate({**settings.model_dump(), **updates})
 

@@ -17,6 +17,8 @@ from typing import Any
 from gateway.config import ServedModel, Settings
 from gateway.errors import GatewayError, ModelNotFound, RateLimited
 from gateway.families.base import Family
+from gateway.families.chat_template import TemplateError
+from gateway.families.llmapi import NVIDIA_LLMAPI, Llmapi, LlmapiModel
 from gateway.families.registry import get_family
 from gateway.families.vocabulary import Vocabulary
 from gateway.media.decoder import Decoder
@@ -36,6 +38,13 @@ from gateway.triton.replicas import ReplicaSet, Routing, parse_dns
 from gateway.triton.replicas.discovery import is_dns
 
 log = logging.getLogger(__name__)
+# TensorRT-LLM's KvCacheConfig default tokens_per_block, for an llmapi model that sets none.
+LLMAPI_TOKENS_PER_BLOCK = 32
+
+
+class DeploymentMismatch(ValueError):
+    """A served model's settings do not fit the Triton model it names (a start-up error)."""
+
 
 # What a guide compile worker imports before its first guide (the compiler and its job).
 GUIDE_WORKER_MODULES = (
@@ -59,6 +68,9 @@ class ServedRuntime:
     lora: LoraLedger = field(default_factory=LoraLedger)
     # Its Triton's readiness (set by the Runtime): calls in flight hear when it is lost.
     readiness: ReadinessWatch | None = None
+    # Served by NVIDIA's llmapi Triton model: its chat template and tokenizer (read with the
+    # contract); None on the engine path.
+    llmapi: LlmapiModel | None = None
 
     def on_lost(self, lost: Callable[[], None]) -> Callable[[], None]:
         """Call ``lost()`` when this model's Triton loses its readiness; returns what stops
@@ -72,11 +84,46 @@ class ServedRuntime:
             async with self._lock:
                 if self.contract is None:
                     contract = await self.client.contract(self.config.triton_model)
-                    contract.require(self.family.required_inputs, "a TensorRT-LLM text contract")
-                    self.family.bind(frozenset(contract.inputs), contract.name)
-                    self.family.check_deployment(contract.parameters, contract.name)
+                    if contract.kind == "llmapi":
+                        self.llmapi = await asyncio.to_thread(self._load_llmapi, contract)
+                    else:
+                        self._bind_engine(contract)
                     self.contract = contract
         return self.contract
+
+    def _bind_engine(self, contract: ModelContract) -> None:
+        if self.config.family is None:
+            raise DeploymentMismatch(
+                f"model {self.config.id!r} names no family, and its Triton model "
+                f"{contract.name!r} is not NVIDIA's llmapi model (it declares no "
+                "'sampling_param_max_tokens'): set family to the model family it serves"
+            )
+        contract.require(self.family.required_inputs, "a TensorRT-LLM text contract")
+        self.family.bind(frozenset(contract.inputs), contract.name)
+        self.family.check_deployment(contract.parameters, contract.name)
+
+    def _load_llmapi(self, contract: ModelContract) -> LlmapiModel:
+        """The chat template and tokenizer NVIDIA's llmapi model needs the gateway to hold (it
+        takes finished prompts); a ``DeploymentMismatch`` naming the setting when they are not
+        there."""
+        where = (
+            f"model {self.config.id!r} is served by NVIDIA's llmapi Triton model {contract.name!r}"
+        )
+        if self.tokenizer_path is None:
+            raise DeploymentMismatch(
+                f"{where}, which takes finished prompts: set tokenizer to the Hugging Face "
+                "model folder (its chat template and tokenizer.json)"
+            )
+        try:
+            return LlmapiModel.load(self.tokenizer_path)
+        except TemplateError as exc:
+            raise DeploymentMismatch(f"{where}: {exc}") from None
+
+    def server_side(self) -> str:
+        """The Triton server side this model relies on, for /v1/models."""
+        if self.llmapi is not None:
+            return NVIDIA_LLMAPI
+        return self.family.server_side()
 
     async def vocabulary(self) -> Vocabulary | None:
         """The engine's vocabulary, read once (off the event loop); None when none is known
@@ -105,6 +152,8 @@ class ServedRuntime:
     def tokens_per_block(self) -> int | None:
         if self.config.kv_tokens_per_block:
             return self.config.kv_tokens_per_block
+        if self.llmapi is not None:  # its config.pbtxt has no parameters; model.yaml's default
+            return LLMAPI_TOKENS_PER_BLOCK
         return self.contract.int_parameter("tokens_per_block") if self.contract else None
 
 
@@ -308,7 +357,8 @@ async def build_runtime(
         if url not in clients:
             clients[url] = await _backend(url, served, settings, connect, metrics)
         client = clients[url]
-        family = get_family(served.family, served.family_options)
+        # No family: NVIDIA's llmapi model (checked when its contract is read).
+        family = get_family(served.family, served.family_options) if served.family else Llmapi()
         family.engine_images(served.max_images)
         if served.lora and not family.supports_lora:
             raise ValueError(f"model {served.id!r}: family {family.name!r} takes no LoRA adapters")
@@ -333,7 +383,7 @@ async def build_runtime(
             family.server_side(),
         )
         try:
-            await served_runtime.get_contract()
+            await served_runtime.get_contract()  # a DeploymentMismatch stops the start-up
         except GatewayError as exc:
             log.warning("%s; will retry on first request", exc.message)
     fetcher = MediaFetcher(

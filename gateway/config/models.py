@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from gateway.config.limits import Strict
 from gateway.families.reasoning import REASONING_PARSERS
+from gateway.families.chat_template import ChatTemplate
 from gateway.families.registry import SUPPORTED_FAMILIES
 from gateway.families.whisper.options import WhisperOptions
 from gateway.triton.replicas.discovery import is_dns, parse_dns
@@ -35,7 +36,11 @@ class ServedModel(Strict):
     """One OpenAI model id and the Triton model that serves it."""
 
     id: str
-    family: str
+    family: str | None = Field(
+        None,
+        description="the model family (families.md); optional on NVIDIA's llmapi Triton model, "
+        "where it picks the tool-call format; required on the engine path",
+    )
     triton_model: str
     triton_url: str | list[str] | None = Field(
         None,
@@ -100,8 +105,10 @@ class ServedModel(Strict):
     )
     tokenizer: Path | None = Field(
         None,
-        description="The engine's Hugging Face tokenizer (tokenizer.json, or the folder holding "
-        "it): names the alternatives of top_logprobs. Embedded reference models publish theirs.",
+        description="The model's Hugging Face folder (tokenizer.json, tokenizer_config.json with "
+        "its chat template). NVIDIA's llmapi Triton model needs it: the gateway renders the "
+        "chat template and counts tokens with it. On the engine path it names the alternatives "
+        "of top_logprobs (tokenizer.json alone will do). Embedded reference models publish theirs.",
     )
     reasoning_parser: str | None = Field(
         None,
@@ -119,10 +126,10 @@ class ServedModel(Strict):
 
     @field_validator("family")
     @classmethod
-    def _known_family(cls, name: str) -> str:
+    def _known_family(cls, name: str | None) -> str | None:
         """Checked with the rest of the configuration, so a misspelling is a configuration
         error at start-up, not a failure after Triton has been launched."""
-        if name not in SUPPORTED_FAMILIES:
+        if name is not None and name not in SUPPORTED_FAMILIES:
             close = difflib.get_close_matches(name, SUPPORTED_FAMILIES, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             known = ", ".join(sorted(SUPPORTED_FAMILIES))
@@ -189,8 +196,32 @@ class ServedModel(Strict):
         return self
 
     @model_validator(mode="after")
+    def _family_or_template(self) -> ServedModel:
+        """No family: the model must be NVIDIA's llmapi model, whose prompts the gateway
+        renders with the model's own chat template, so it needs the model's folder (an
+        embedded reference model publishes its own)."""
+        if self.family is not None:
+            return self
+        if self.tokenizer is None and self.triton_url is not None:
+            raise ValueError(
+                f"model {self.id!r} names no family: on NVIDIA's llmapi Triton model set "
+                "tokenizer to the Hugging Face model folder (chat template and tokenizer), or "
+                "set family for the engine path"
+            )
+        if self.tokenizer is not None and not self.tokenizer.is_dir():
+            raise ValueError(
+                f"model {self.id!r}: tokenizer {str(self.tokenizer)!r} is not a folder (NVIDIA's "
+                "llmapi Triton model needs the Hugging Face model folder: its chat template and "
+                "tokenizer.json)"
+            )
+        if self.tokenizer is not None:
+            ChatTemplate.load(self.tokenizer)  # TemplateError (a ValueError) says what is missing
+        return self
+
+    @model_validator(mode="after")
     def _lora_needs_support(self) -> ServedModel:
-        if self.lora and not SUPPORTED_FAMILIES[self.family].supports_lora:
+        family = SUPPORTED_FAMILIES[self.family] if self.family is not None else None
+        if self.lora and (family is None or not family.supports_lora):
             raise ValueError(f"model {self.id!r}: family {self.family!r} takes no LoRA adapters")
         return self
 
@@ -213,6 +244,14 @@ def default_models() -> list[ServedModel]:
             family="llava_onevision",
             triton_model="reference_llava_onevision",
             end_id="server",
+        ),
+        # NVIDIA's llmapi model (the PyTorch backend's Triton path) over a tiny Qwen2.5-VL: no
+        # family, its chat template and tokenizer published by the model itself (the embedded
+        # Triton's tokenizers folder); 16 tokens per KV block, as the reference model keeps them.
+        ServedModel(
+            id="reference-qwen2.5-vl",
+            triton_model="reference_qwen2_5_vl",
+            kv_tokens_per_block=16,
         ),
         # The tiny reference Whisper has a byte vocabulary and roomier decoder limits.
         ServedModel(

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 # "tool": a tool's result (OpenAI's ``tool`` and legacy ``function`` roles); a family's tool
 # format lowers it (``tool_formats/``) before ``render`` sees the conversation.
 Role = Literal["system", "user", "assistant", "tool"]
-ImageTensorName = Literal["image_input", "image_bytes_input"]
+# ``image_url``: NVIDIA's llmapi model, one data: URI per image (``families/llmapi.py``).
+ImageTensorName = Literal["image_input", "image_bytes_input", "image_url"]
 # Video goes as raw frames (``video_bytes_input``) or, for Video-NeVA, as preprocessed frames
 # in ``image_input`` (the encoder treats frames as images).
 VideoTensorName = Literal["video_bytes_input", "image_input"]

@@ -116,7 +116,30 @@ class NamedCall:
     sampling: Sampling | None = None
 
 
-Call = GenerationRequest | NamedCall
+@dataclass(frozen=True)
+class LlmapiRequest:
+    """One call on NVIDIA's ``llmapi`` Triton model (TensorRT-LLM's PyTorch backend).
+
+    ``text_input`` is the finished prompt (the model's chat template already applied by the
+    gateway) for text, or the user's text alone when ``image_urls`` holds images (the model then
+    applies its template itself); ``image_urls`` are ``data:`` URIs, in order. ``prompt_tokens``
+    is the gateway's own count (the model reports none). ``triton/llmapi.py`` maps the rest
+    onto the ``sampling_param_*`` inputs.
+    """
+
+    text_input: str
+    max_tokens: int
+    prompt_tokens: int
+    stream: bool = True
+    sampling: Sampling = Sampling()
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    best_of: int | None = None
+    stop: tuple[str, ...] = ()
+    image_urls: tuple[str, ...] = ()
+
+
+Call = GenerationRequest | NamedCall | LlmapiRequest
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from gateway.observability.tracing import phase
 from gateway.pipeline._watchdog import Timeouts
 from gateway.pipeline.conversation import parse_messages
 from gateway.pipeline.generation import check_prompt_size, check_total_prompt, draft, refuse
+from gateway.pipeline.llmapi import prepare_llmapi_chat
 from gateway.pipeline.logprobs import logprobs_asked
 from gateway.pipeline.lora import lora_choice
 from gateway.pipeline.media import check_family_images, prepare_media
@@ -55,9 +56,11 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> list
     refuse_unsupported(request)
     parsed = parse_messages(request.messages)
     family = served.family
+    contract = await served.get_contract()
+    if served.llmapi is not None:  # NVIDIA's llmapi model: the chat template is rendered here
+        return await prepare_llmapi_chat(request, runtime, served, contract, parsed)
     tools = tool_plan(request, family)
     asked = requested_output(request, tools)
-    contract = await served.get_contract()
     reasoning = await reasoning_output(served)
     check_reasoning_guide(asked, reasoning)
     # The effort a rendering with a reasoning switch reads (a chat template's enable_thinking).

@@ -14,6 +14,7 @@ from gateway.errors import InvalidRequest
 from gateway.families.base import Conversation, Turn
 from gateway.pipeline._watchdog import Timeouts
 from gateway.pipeline.generation import check_prompt_size, check_total_prompt, draft, refuse
+from gateway.pipeline.llmapi import prepare_llmapi_completion
 from gateway.pipeline.logprobs import logprobs_asked
 from gateway.pipeline.relay import Prepared, family_plan, prepared
 from gateway.pipeline.structured.guides import check_guide, requested_guide
@@ -72,6 +73,8 @@ async def prepare_completion(request: CompletionRequest, runtime: Runtime) -> li
     limit = runtime.settings.generation.max_total_prompt_chars
     check_total_prompt([len(p) for p in prompts], request.n, limit, "prompt")
     contract = await served.get_contract()
+    if served.llmapi is not None:  # NVIDIA's llmapi model: each prompt as text_input
+        return await prepare_llmapi_completion(request, runtime, served, contract, prompts)
     guide = None
     if asked is not None:
         guide = await check_guide(asked, contract, served.config.id, runtime)

@@ -1,11 +1,12 @@
-"""Run any family's ``Plan`` against Triton: text pieces in order, then one ``Outcome``.
+"""Run any ``Plan`` against Triton: text pieces in order, then one ``Outcome``.
 
-Every endpoint ends here. A plan of one ``GenerationRequest`` (every vision-language family)
-streams Triton's ``text_output`` deltas; a plan of ``NamedCall``s (speech) runs up to
-``concurrency`` calls at once and relays their text in call order. Stop strings and
-``max_tokens`` apply to whatever the plan produces. Leaving early (a stop string matched, the
-caller went away) closes the Triton streams, which cancels the requests upstream. ``record``
-(observability) hears of each token, the usage, an error or an early exit.
+Every endpoint ends here. The relay is plain stages over whatever kind of call the plan makes
+(pieces -> stop strings -> log probabilities -> outcome): the kind is chosen once, when the
+request is prepared (``Prepared.runner``, a ``pipeline/_calls.CallRun``), and the relay never
+asks it. Stop strings and ``max_tokens`` apply to whatever the plan produces. Leaving early
+(a stop string matched, the caller went away) closes the Triton streams, which cancels the
+requests upstream. ``record`` (observability) hears of each token, the usage, an error or an
+early exit.
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ import numpy as np
 
 from gateway.errors import GatewayError, InvalidRequest, shutdown_of
 from gateway.families.base import SpeechOptions
-from gateway.families.calls import FinishReason, GenerationRequest, Outcome, Plan
+from gateway.families.calls import GenerationRequest, Plan
 from gateway.families.events import Done, Relay, TextDelta, text_delta
 from gateway.families.tool_formats.base import ToolParser
 from gateway.observability.record import RequestRecord
 from gateway.pipeline import _calls
+from gateway.pipeline._named_calls import NamedRun
 from gateway.pipeline._watchdog import SilenceWatch, Timeouts
 from gateway.pipeline.logprobs import LogprobsAsked, ScoredText
 from gateway.pipeline.lora import LoraChoice
@@ -56,6 +58,8 @@ class Prepared:
     tool_parser: Callable[[], ToolParser] | None = None
     # A reasoning model's split of its text (``pipeline/reasoning``); None: all answer.
     reasoning: ReasoningOutput | None = None
+    # Starts the run of this kind of call (``pipeline/_calls.py``): the relay never asks which.
+    runner: _calls.Runner = _calls.TextRun
 
 
 def prepared(
@@ -81,10 +85,12 @@ def prepared(
         flags = (*first.extra_flags, *logprobs.flags)
         plan = replace(plan, calls=(replace(first, extra_flags=flags), *plan.calls[1:]))
         first = plan.calls[0]
-    inputs: Sequence[Any] = ()
-    key = None
-    if isinstance(first, GenerationRequest):
-        inputs, key = build_inputs(first, contract), routing_key(first, served.tokens_per_block)
+    if not isinstance(first, GenerationRequest):  # a family's own calls (speech)
+        return Prepared(
+            served, contract, plan, stops, media_items, lora, (), timeouts, logprobs,
+            runner=NamedRun,
+        )  # fmt: skip
+    inputs, key = build_inputs(first, contract), routing_key(first, served.tokens_per_block)
     return Prepared(
         served, contract, plan, stops, media_items, lora, inputs, timeouts, logprobs, key
     )
@@ -109,7 +115,7 @@ async def relay(prepared: Prepared, request_id: str, record: RequestRecord | Non
     record = record or RequestRecord(request_id, "", "")
     stop = StopMatcher(prepared.stops)
     watch = None
-    run = _calls.run(prepared, request_id, record, None)
+    run = prepared.runner(prepared, request_id, record)
     if prepared.timeouts is not None:
         watch = run.watch = SilenceWatch(prepared.timeouts, lambda: run.tokens)
     pieces = run.pieces()  # an async generator: closed below, which closes its Triton call
@@ -143,7 +149,7 @@ async def relay(prepared: Prepared, request_id: str, record: RequestRecord | Non
                 yield item
         elif tail:
             yield text_delta(tail)
-        outcome = _outcome(prepared, run, stop.stopped)
+        outcome = run.outcome(stop.stopped)
         record.set_usage(outcome.usage, outcome.finish_reason)
         finished = True
         yield Done(outcome)
@@ -163,7 +169,9 @@ async def relay(prepared: Prepared, request_id: str, record: RequestRecord | Non
         await run.aclose()  # a no-op once closed; cancels the Triton requests otherwise
 
 
-def _scored(scored: ScoredText, run: _calls.Run, text: str, last: bool = False) -> TextDelta | None:
+def _scored(
+    scored: ScoredText, run: _calls.CallRun, text: str, last: bool = False
+) -> TextDelta | None:
     """``text`` with the tokens it lets out (those the run has read are handed over first);
     None when there is neither."""
     for token in run.scored:
@@ -171,26 +179,3 @@ def _scored(scored: ScoredText, run: _calls.Run, text: str, last: bool = False) 
     run.scored.clear()
     piece = scored.end(text) if last else scored.emit(text)
     return TextDelta(piece.text, 0, piece.tokens) if piece else None
-
-
-def _outcome(prepared: Prepared, run: _calls.Run, stopped: bool) -> Outcome:
-    plan = run.plan
-    if isinstance(plan.calls[0], GenerationRequest):
-        counters = run.counters
-        completion = counters.get("num_output_tokens", run.tokens)
-        max_tokens = plan.calls[0].max_tokens
-        finish: FinishReason = "length" if not stopped and completion >= max_tokens else "stop"
-        cached = None
-        reused_blocks = counters.get("kv_cache_reused_blocks")
-        block = prepared.served.tokens_per_block
-        if reused_blocks is not None and block:
-            cached = reused_blocks * block
-        usage = UsageCounts(counters.get("num_input_tokens", 0), completion, cached)
-        return Outcome(finish, usage)
-    transcript = plan.finish(run.outputs) if plan.finish is not None else None
-    finish = "length" if run.capped and not stopped else "stop"
-    if transcript is None:
-        return Outcome(finish, UsageCounts(0, run.tokens))
-    # Capped: the calls that ran ahead wrote tokens nobody receives; count what was relayed.
-    completion = run.tokens if run.capped else transcript.completion_tokens
-    return Outcome(finish, UsageCounts(transcript.prompt_tokens, completion), transcript)

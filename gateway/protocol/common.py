@@ -50,6 +50,9 @@ class ModelCard(BaseModel):
     # side it relies on (NVIDIA's, from which release, or what the deployment must provide).
     family: str | None = None
     server_side: str | None = None
+    # The Triton contract it is served on: "engine" (TensorRT-LLM's ensemble/BLS/engine
+    # inputs) or "llmapi" (NVIDIA's PyTorch-backend llmapi model); None until it is read.
+    contract: str | None = None
 
 
 class ModelList(BaseModel):

@@ -22,7 +22,8 @@ def _card(served: ServedRuntime) -> ModelCard:
         created=_CREATED,
         owned_by=served.config.owned_by,
         family=served.family.name,
-        server_side=served.family.server_side(),
+        server_side=served.server_side(),
+        contract=served.contract.kind if served.contract is not None else None,
     )
 
 

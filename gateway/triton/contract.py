@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from gateway.errors import UpstreamUnavailable
 
@@ -37,6 +37,13 @@ INPUT_ALIASES: dict[str, tuple[str, ...]] = {
 }
 
 
+# NVIDIA's llmapi ``tensorrt_llm`` Triton model (TensorRT-LLM's PyTorch backend; triton_backend/
+# all_models/llmapi/tensorrt_llm/config.pbtxt @0a71057313ec0626527e164a8fc0205c5822e2f5): its
+# inputs are ``text_input`` and ``sampling_param_*``, where the engine path has ``max_tokens``.
+LLMAPI_INPUTS = ("text_input", "sampling_param_max_tokens")
+Contract = Literal["engine", "llmapi"]
+
+
 @dataclass(frozen=True)
 class TensorSpec:
     name: str
@@ -55,6 +62,13 @@ class ModelContract:
     max_batch_size: int
     decoupled: bool
     parameters: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> Contract:
+        """Which contract this model speaks: NVIDIA's ``llmapi`` model (the PyTorch backend's
+        ``text_input`` + ``sampling_param_*``, no ``max_tokens``) or the engine path's."""
+        llmapi = all(name in self.inputs for name in LLMAPI_INPUTS)
+        return "llmapi" if llmapi and "max_tokens" not in self.inputs else "engine"
 
     def input_name(self, field_name: str) -> str | None:
         """The declared spelling of a neutral field, or None if the model lacks it."""

@@ -51,9 +51,9 @@ def text_response(raw: service_pb2.ModelInferResponse) -> TritonResponse:
         name = output.name
         if name == "text_output":
             has_output = True
-            text = _first_string(contents[index]) if index < len(contents) else _text_of(raw)
+            text = first_string(contents[index]) if index < len(contents) else _text_of(raw)
         elif name in _COUNTERS:
-            value = _first_int(contents[index], output.datatype) if index < len(contents) else None
+            value = first_int(contents[index], output.datatype) if index < len(contents) else None
             if value is None:
                 value = _int_of(raw, name)
             if value is not None:
@@ -61,7 +61,7 @@ def text_response(raw: service_pb2.ModelInferResponse) -> TritonResponse:
     return TritonResponse(text=text, final=final, has_output=has_output, counters=counters)
 
 
-def _first_string(data: bytes) -> str:
+def first_string(data: bytes) -> str:
     """The first element of a serialised BYTES tensor (4-byte little-endian length, bytes)."""
     if len(data) < 4:
         return ""
@@ -69,7 +69,7 @@ def _first_string(data: bytes) -> str:
     return data[4 : 4 + size].decode("utf-8", errors="replace")
 
 
-def _first_int(data: bytes, datatype: str) -> int | None:
+def first_int(data: bytes, datatype: str) -> int | None:
     width = _INT_WIDTHS.get(datatype)
     if width is None or len(data) < width:
         return None

@@ -164,6 +164,16 @@ def e2e_settings(triton: EmbeddedTriton) -> Settings:
         )
         for family in (*REFERENCE_FAMILIES, *VIDEO_FAMILIES)
     ]
+    # NVIDIA's llmapi model: no family, the folder the reference model publishes.
+    models.append(
+        ServedModel(
+            id="reference-qwen2.5-vl",
+            triton_model="reference_qwen2_5_vl",
+            triton_url=triton.grpc_url,
+            tokenizer=published / "reference_qwen2_5_vl",
+            kv_tokens_per_block=16,
+        )
+    )
     models.append(
         ServedModel(
             id="reference-internlm-xcomposer2-lora",

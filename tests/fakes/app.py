@@ -32,6 +32,7 @@ from gateway.config import REFERENCE_WHISPER, EmbeddedSettings, ServedModel, Set
 from gateway.media.decoder import InProcessDecoder
 from gateway.runtime import Runtime, build_runtime
 from gateway.store import SqliteStore
+from tests.fakes.llmapi_model import qwen2_5_vl_folder, qwen3_folder
 from tests.fakes.triton import FakeTriton
 from tests.fakes.vocabulary import tokenizer_file
 
@@ -97,6 +98,29 @@ def served_models(url: str) -> list[ServedModel]:
             triton_model="ensemble_onevision",
             triton_url=url,
             reasoning_parser="qwen3",
+        ),
+        # NVIDIA's llmapi model: no family, the model folder's template and tokenizer.
+        ServedModel(
+            id="fake-llmapi", triton_model="llmapi", triton_url=url, tokenizer=qwen3_folder()
+        ),
+        ServedModel(
+            id="fake-llmapi-hermes",
+            family="qwen2_vl",  # the Hermes tool-call format
+            triton_model="llmapi",
+            triton_url=url,
+            tokenizer=qwen3_folder(),
+        ),
+        ServedModel(
+            id="fake-llmapi-vl",
+            triton_model="llmapi",
+            triton_url=url,
+            tokenizer=qwen2_5_vl_folder(),
+        ),
+        ServedModel(
+            id="fake-llmapi-unary",
+            triton_model="llmapi_unary",
+            triton_url=url,
+            tokenizer=qwen3_folder(),
         ),
         ServedModel(
             id="fake-whisper",

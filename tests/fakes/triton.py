@@ -63,6 +63,7 @@ from tests.fakes.triton_configs import (
     WHISPER_MELS,
     default_configs,
 )
+from tests.fakes.triton_llmapi import llmapi_answer
 from tests.fakes.triton_requests import ReceivedRequest, TritonRejected, read_request
 from tests.fakes.triton_wire import infer_response
 
@@ -235,6 +236,8 @@ class FakeTriton:
         self._arrived.get(received.request_id).set()
         names = {entry["name"] for entry in config.get("input", [])}
         answer = self._whisper if "encoder_input_features" in names else self._ensemble
+        if "sampling_param_max_tokens" in names:
+            answer = self._llmapi
         try:
             async for response in answer(received, config):
                 yield service_pb2.ModelStreamInferResponse(infer_response=response)
@@ -288,6 +291,14 @@ class FakeTriton:
         if not stream:
             counters["text_output"] = _text("".join(tokens))
         yield infer_response(final=True, **ids, **_asked(counters, request.outputs))
+
+    def _llmapi(
+        self, request: ReceivedRequest, config: dict
+    ) -> AsyncIterator[service_pb2.ModelInferResponse]:
+        script = self.script
+        return llmapi_answer(
+            request, config, script.tokens, script.kv_cache_reused_blocks, self._paced
+        )
 
     async def _whisper(
         self, request: ReceivedRequest, config: dict

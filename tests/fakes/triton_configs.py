@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
+from google.protobuf import text_format
 from google.protobuf.json_format import MessageToJson
 from tritonclient.grpc import model_config_pb2, service_pb2
 
@@ -200,6 +202,24 @@ def whisper_direct_config(
 _MINIMAL = ("text_input", "max_tokens", "stream")
 
 
+REPOSITORY = Path(__file__).resolve().parents[2] / "server_repo"
+LLMAPI_REFERENCE = REPOSITORY / "reference/reference_qwen2_5_vl/config.pbtxt"
+
+
+def llmapi_config(name: str, decoupled: bool = True, without: Sequence[str] = ()) -> dict[str, Any]:
+    """NVIDIA's llmapi ``tensorrt_llm`` model as the reference declares it (its config.pbtxt,
+    itself NVIDIA's at TensorRT-LLM 0a71057313ec0626527e164a8fc0205c5822e2f5), read as Triton
+    shows it; ``without``: inputs a trimmed deployment leaves out."""
+    config = text_format.Parse(LLMAPI_REFERENCE.read_text(), model_config_pb2.ModelConfig())
+    config.name = name
+    config.model_transaction_policy.decoupled = decoupled
+    kept = [entry for entry in config.input if entry.name not in without]
+    del config.input[:]
+    config.input.extend(kept)
+    rendered: dict[str, Any] = json.loads(MessageToJson(config, preserving_proto_field_name=True))
+    return rendered
+
+
 def default_configs() -> list[dict[str, Any]]:
     """The fake's repository: the three contracts the gateway's reference models speak, a
     BLIP-2 ensemble, a LLaVA-OneVision ensemble without the guided decoding inputs (NVIDIA's
@@ -215,4 +235,6 @@ def default_configs() -> list[dict[str, Any]]:
         ensemble_config("ensemble_minimal", image=None, only=_MINIMAL, max_seq_len=2048),
         ensemble_config("ensemble_unary", image=None, decoupled=False, only=_MINIMAL),
         whisper_direct_config("whisper"),
+        llmapi_config("llmapi"),
+        llmapi_config("llmapi_unary", decoupled=False, without=("image_url",)),
     ]

@@ -177,3 +177,17 @@ def test_tracing_without_its_exporter_is_a_configuration_error(
     monkeypatch.setenv("MMGW_OBSERVABILITY__TRACING", "true")
     err = refused(capsys, "serve")
     assert "observability.tracing: " in err and "multimodal-gateway[otel]" in err
+
+
+def test_an_llmapi_model_without_a_usable_tokenizer_folder_is_a_configuration_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = '[[models]]\nid = "m"\ntriton_model = "tensorrt_llm"\ntriton_url = "t:1"\n'
+    err = refused(capsys, "serve", "--config", str(write(tmp_path, model)))
+    assert "model 'm' names no family" in err and "tokenizer" in err
+
+    empty = tmp_path / "qwen"
+    empty.mkdir()
+    with_folder = model + f'tokenizer = "{empty}"\n'
+    err = refused(capsys, "serve", "--config", str(write(tmp_path, with_folder)))
+    assert "has no chat template" in err

@@ -13,6 +13,7 @@ def test_defaults_serve_the_embedded_reference_models() -> None:
     assert [m.id for m in settings.models] == [
         "reference-llava",
         "reference-llava-onevision",
+        "reference-qwen2.5-vl",
         "reference-whisper",
     ]
     assert settings.needs_embedded

@@ -19,10 +19,17 @@ DEFAULT_TOKENS_PER_BLOCK = 64  # TensorRT-LLM's usual tokens_per_block when the 
 
 def routing_key(call: GenerationRequest, tokens_per_block: int | None) -> int | None:
     """The content id, or a 64-bit hash of the prompt's first block; None for no prompt."""
-    if call.prompt_table_extra_id is not None:
-        return call.prompt_table_extra_id
-    if not call.text_input:
+    return prompt_key(call.prompt_table_extra_id, call.text_input, tokens_per_block)
+
+
+def prompt_key(content_id: int | None, prompt: str, tokens_per_block: int | None) -> int | None:
+    """Any contract's key: the media's content id (NVIDIA's llmapi model is sent the same
+    digest-keyed images, so repeated images meet their cached blocks there too), else the
+    prompt's first block."""
+    if content_id is not None:
+        return content_id
+    if not prompt:
         return None
     chars = (tokens_per_block or DEFAULT_TOKENS_PER_BLOCK) * CHARS_PER_TOKEN
-    digest = hashlib.blake2b(call.text_input[:chars].encode(), digest_size=8).digest()
+    digest = hashlib.blake2b(prompt[:chars].encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little")
