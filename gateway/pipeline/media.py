@@ -50,6 +50,7 @@ from gateway.pipeline._media_jobs import (
 )
 from gateway.pipeline.conversation import MediaKind, MediaPart
 from gateway.protocol.chat import MediaIOKwargs
+from gateway.protocol.common import MediaTokens
 from gateway.runtime import Runtime, ServedRuntime
 
 __all__ = [
@@ -81,6 +82,8 @@ class PreparedMedia:
     # (tensor name, array) of the original image sizes, for families whose encoder needs them.
     image_sizes: tuple[str, np.ndarray[Any, Any]] | None = None
     samples: np.ndarray[Any, Any] | None = None
+    # The prompt tokens the media become, by modality, as the family counts what it sent.
+    tokens: MediaTokens | None = None
 
 
 def _accepts(family: Family, kind: MediaKind) -> bool:
@@ -205,6 +208,9 @@ async def prepare_media(
         digest = DigestInputs(served.config.id, processing, "video", salt)
     else:
         draft = _draft_option(family, limits.image)
+        details = [family.detail_key(part.detail) for part in parts]
+        if any(details):  # detail changed the pixels of some image: the id must differ
+            draft += "|detail=" + ",".join(details)
         digest = image_digest_inputs(served.config.id, family, draft, salt)
     only = digest if len(parts) == 1 else None  # one item: its job hashes it where it runs
     loads = (_load(part, served, runtime, sampling, only) for part in parts)
@@ -215,8 +221,36 @@ async def prepare_media(
     if sampling is None and family.image_sizes_tensor is not None:
         array = family.image_sizes([item.size for item in items])
         sizes = (family.image_sizes_tensor, array) if array is not None else None
+    tokens = _media_tokens(family, items, sampling is not None)
+    _check_image_budget(tokens, served, limits)
     extra_id = runtime.extra_ids.extra_id(content)
-    return PreparedMedia((name, tensor), extra_id, len(parts), sizes)
+    return PreparedMedia((name, tensor), extra_id, len(parts), sizes, tokens=tokens)
+
+
+def _media_tokens(family: Family, items: Sequence[PreparedItem], video: bool) -> MediaTokens:
+    """What the items cost in prompt positions, as the family counts what it prepared."""
+    if video:
+        return MediaTokens(video_tokens=family.video_tokens(int(items[0].array.shape[0])))
+    return MediaTokens(image_tokens=family.image_tokens([item.size for item in items]))
+
+
+def _check_image_budget(tokens: MediaTokens, served: ServedRuntime, limits: MediaSettings) -> None:
+    """Refuse images over the model's (``max_image_tokens``) or the server's
+    (``[media] max_image_tokens_per_request``) image-token budget, before Triton sees them."""
+    caps = [
+        (served.config.max_image_tokens, f"model '{served.config.id}' (max_image_tokens)"),
+        (limits.max_image_tokens_per_request, "this server ([media] max_image_tokens_per_request)"),
+    ]
+    count = tokens.image_tokens
+    for cap, who in caps:
+        if cap is not None and count is not None and count > cap:
+            raise MediaTooLarge(
+                f"this request's images take {count} image tokens; {who} allows at most {cap} "
+                "per request. Send fewer or smaller images, or detail 'low' where the model "
+                "has a choice of resolution.",
+                param="messages",
+                code="image_token_budget_exceeded",
+            )
 
 
 async def _stack(
@@ -292,7 +326,7 @@ async def _load(
         args: tuple[Any, ...] = (limits.video_limits(), sampling, served.family, digest)
         return await _decode(part, runtime, data, prepare_video, *args)
     image_limits = limits.image_limits()
-    args = (served.family, limits.image.jpeg_draft_margin, digest)
+    args = (served.family, limits.image.jpeg_draft_margin, digest, part.detail)
     assert isinstance(data, bytes)  # a list of frames is refused unless the part is a video
     lane = runtime.offload.threads
     item = None

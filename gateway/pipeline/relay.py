@@ -27,7 +27,7 @@ from gateway.pipeline import _calls
 from gateway.pipeline._watchdog import SilenceWatch, Timeouts
 from gateway.pipeline.logprobs import LogprobsAsked, ScoredText
 from gateway.pipeline.lora import LoraChoice
-from gateway.protocol.common import UsageCounts
+from gateway.protocol.common import MediaTokens, UsageCounts
 from gateway.runtime import ServedRuntime
 from gateway.streaming.text import StopMatcher
 from gateway.triton.contract import ModelContract
@@ -53,6 +53,8 @@ class Prepared:
     route_key: int | None = None
     # Makes the choice's tool-call parser (``pipeline/structured``); None: content as it is.
     tool_parser: Callable[[], ToolParser] | None = None
+    # The prompt tokens that are media features, by modality (usage's prompt_tokens_details).
+    media_tokens: MediaTokens | None = None
 
 
 def prepared(
@@ -182,7 +184,8 @@ def _outcome(prepared: Prepared, run: _calls.Run, stopped: bool) -> Outcome:
         block = prepared.served.tokens_per_block
         if reused_blocks is not None and block:
             cached = reused_blocks * block
-        usage = UsageCounts(counters.get("num_input_tokens", 0), completion, cached)
+        prompt = counters.get("num_input_tokens", 0)
+        usage = UsageCounts(prompt, completion, cached, prepared.media_tokens)
         return Outcome(finish, usage)
     transcript = plan.finish(run.outputs) if plan.finish is not None else None
     finish = "length" if run.capped and not stopped else "stop"
