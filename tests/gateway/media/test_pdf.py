@@ -48,7 +48,7 @@ def test_a_huge_page_box_is_rendered_at_the_scale_that_fits() -> None:
 
 
 def test_the_caps_refuse_by_name() -> None:
-    with pytest.raises(TooManyMediaItems, match="100 pages.*at most 32 pages"):
+    with pytest.raises(TooManyMediaItems, match=r"100 pages.*at most 32 pages"):
         render_pdf(text_pdf(100), PdfLimits(), 100, "")
     with pytest.raises(TooManyMediaItems, match="3 pages, each sent as an image; the model"):
         render_pdf(text_pdf(3), PdfLimits(), 2, "the model takes 2")
