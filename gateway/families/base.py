@@ -155,8 +155,8 @@ class Family:
     # How this family's checkpoints write tools, calls and results (``tool_formats/``);
     # None: a request with tools is refused.
     tool_format: ClassVar[ToolFormat | None] = None
-    # ``detail: "low"``: images are first downscaled to fit this side, so the processor's
-    # anyres grid is one tile (LLaVA-NeXT, OneVision). None: the family has one resolution and
+    # ``detail: "low"``: images are first downscaled to fit this side, so the processor picks
+    # its smallest anyres canvas (OneVision: one tile; LLaVA-NeXT: two). None: the family has one resolution and
     # ``detail`` changes nothing (docs/families.md, "Image detail").
     low_detail_side: ClassVar[int | None] = None
 

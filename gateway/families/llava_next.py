@@ -110,7 +110,7 @@ class LlavaNext(Family):
     # The most one image becomes: 576 for the base + 2 x 2 tiles (48 x 48) + 48 newlines.
     features_per_image = 2928
     max_images = 1
-    low_detail_side = TILE  # detail "low": the grid is one tile (base + 1 tile, 1176 at most)
+    low_detail_side = TILE  # detail "low": the smallest anyres canvas (two tiles at most)
     reserved_markers = ("<image>", "[INST]", "[/INST]", "</s>", "<s>")
 
     def render(self, conversation: Conversation) -> str:
