@@ -18,6 +18,7 @@ from PIL import Image
 from pydantic import BaseModel
 
 from gateway.errors import InvalidRequest, TooManyMediaItems
+from gateway.families._pixels import resize_to_fit
 from gateway.families.calls import GenerationRequest, Plan, Sampling, Task
 
 if TYPE_CHECKING:
@@ -156,8 +157,8 @@ class Family:
     # None: a request with tools is refused.
     tool_format: ClassVar[ToolFormat | None] = None
     # ``detail: "low"``: images are first downscaled to fit this side, so the processor picks
-    # its smallest anyres canvas (OneVision: one tile; LLaVA-NeXT: two). None: the family has one resolution and
-    # ``detail`` changes nothing (docs/families.md, "Image detail").
+    # its smallest anyres canvas (OneVision: one tile; LLaVA-NeXT: two). None: the family has
+    # one resolution and ``detail`` changes nothing (docs/families.md, "Image detail").
     low_detail_side: ClassVar[int | None] = None
 
     def __init__(self, options: BaseModel | None = None) -> None:
@@ -230,11 +231,7 @@ class Family:
         side = self.low_detail_side
         if self.detail_key(detail) != "low" or side is None:
             return image
-        if max(image.size) <= side:
-            return image
-        scale = side / max(image.size)
-        size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
-        return image.resize(size, resample=Image.Resampling.BICUBIC)
+        return resize_to_fit(image, side)
 
     def image_tokens(self, sizes: Sequence[tuple[int, int]]) -> int | None:
         """Prompt positions the images take (their visual features), from each image's

@@ -19,7 +19,7 @@ import numpy as np
 from PIL import Image
 
 from gateway.errors import UpstreamUnavailable
-from gateway.families._pixels import resize_to_fit
+from gateway.families._pixels import fitted_to_side, resize_to_fit
 from gateway.families.base import (
     NVIDIA_PREPROCESSING,
     ONE_RAW_IMAGE,
@@ -82,7 +82,8 @@ class LlavaOnevision(Family):
         view and a newline each, as HF lays out a multi-image prompt."""
         if len(sizes) != 1:
             return len(sizes) * ((TILE // PATCH) ** 2 + 1)
-        return anyres_features(*sizes[0], self.pinpoints)
+        width, height = fitted_to_side(sizes[0][1], sizes[0][0], MAX_SIDE)  # as prepare_image
+        return anyres_features(height, width, self.pinpoints)
 
     def video_tokens(self, frames: int) -> int | None:
         return frames * VIDEO_FEATURES_PER_FRAME + 1  # a newline feature after the frames

@@ -105,3 +105,9 @@ def test_detail_low_fits_one_tile_and_costs_fewer_tokens() -> None:
 def test_a_malformed_pinpoints_parameter_is_a_deployment_error() -> None:
     with pytest.raises(UpstreamUnavailable, match="image_grid_pinpoints"):
         LlavaOnevision().check_deployment({"image_grid_pinpoints": "[[384]]"}, "m")
+
+
+def test_image_tokens_count_the_pixels_sent_after_the_largest_canvas_fit() -> None:
+    family = LlavaOnevision()
+    sent = family.prepare_image(Image.new("RGB", (5000, 2500)))
+    assert family.image_tokens([(2500, 5000)]) == anyres_features(*sent.shape[:2])

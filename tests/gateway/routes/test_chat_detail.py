@@ -86,9 +86,10 @@ async def test_an_image_over_the_token_budget_is_refused_and_low_detail_fits(
             await http.post(URL, json=ask("high")), 400, "image_token_budget_exceeded"
         )
         assert str(anyres_features(800, 1000)) in error["message"]
-        assert "at most 2000" in error["message"] and "max_image_tokens_per_request" in error[
-            "message"
-        ]
+        assert (
+            "at most 2000" in error["message"]
+            and "max_image_tokens_per_request" in error["message"]
+        )
         assert not fake.requests
         ok = await http.post(URL, json=ask("low"))
         assert ok.status_code == 200, ok.text
