@@ -18,7 +18,7 @@ from PIL import Image
 from pydantic import BaseModel
 
 from gateway.errors import InvalidRequest, TooManyMediaItems
-from gateway.families._pixels import resize_to_fit
+from gateway.families._pixels import fitted_to_side, resize_to_fit
 from gateway.families.calls import GenerationRequest, Plan, Sampling, Task
 
 if TYPE_CHECKING:
@@ -232,6 +232,14 @@ class Family:
         if self.detail_key(detail) != "low" or side is None:
             return image
         return resize_to_fit(image, side)
+
+    def detail_size(self, height: int, width: int, detail: str | None) -> tuple[int, int]:
+        """The (height, width) ``image_for_detail`` gives an image of this size."""
+        side = self.low_detail_side
+        if self.detail_key(detail) != "low" or side is None:
+            return height, width
+        fitted_width, fitted_height = fitted_to_side(width, height, side)
+        return fitted_height, fitted_width
 
     def image_tokens(self, sizes: Sequence[tuple[int, int]]) -> int | None:
         """Prompt positions the images take (their visual features), from each image's

@@ -38,6 +38,7 @@ from gateway.media.local import FRAME_LIST_TYPE, FrameList, decode_base64_payloa
 from gateway.media.threads import ThreadLane
 from gateway.media.video import FrameSampling
 from gateway.observability.tracing import phase
+from gateway.pipeline._media_budget import check_header_budget, check_image_budget, media_tokens
 from gateway.pipeline._media_jobs import (
     DigestInputs,
     PreparedItem,
@@ -221,36 +222,10 @@ async def prepare_media(
     if sampling is None and family.image_sizes_tensor is not None:
         array = family.image_sizes([item.size for item in items])
         sizes = (family.image_sizes_tensor, array) if array is not None else None
-    tokens = _media_tokens(family, items, sampling is not None)
-    _check_image_budget(tokens, served, limits)
+    tokens = media_tokens(family, items, sampling is not None)
+    check_image_budget(tokens, served, limits)
     extra_id = runtime.extra_ids.extra_id(content)
     return PreparedMedia((name, tensor), extra_id, len(parts), sizes, tokens=tokens)
-
-
-def _media_tokens(family: Family, items: Sequence[PreparedItem], video: bool) -> MediaTokens:
-    """What the items cost in prompt positions, as the family counts what it prepared."""
-    if video:
-        return MediaTokens(video_tokens=family.video_tokens(int(items[0].array.shape[0])))
-    return MediaTokens(image_tokens=family.image_tokens([item.size for item in items]))
-
-
-def _check_image_budget(tokens: MediaTokens, served: ServedRuntime, limits: MediaSettings) -> None:
-    """Refuse images over the model's (``max_image_tokens``) or the server's
-    (``[media] max_image_tokens_per_request``) image-token budget, before Triton sees them."""
-    caps = [
-        (served.config.max_image_tokens, f"model '{served.config.id}' (max_image_tokens)"),
-        (limits.max_image_tokens_per_request, "this server ([media] max_image_tokens_per_request)"),
-    ]
-    count = tokens.image_tokens
-    for cap, who in caps:
-        if cap is not None and count is not None and count > cap:
-            raise MediaTooLarge(
-                f"this request's images take {count} image tokens; {who} allows at most {cap} "
-                "per request. Send fewer or smaller images, or detail 'low' where the model "
-                "has a choice of resolution.",
-                param="messages",
-                code="image_token_budget_exceeded",
-            )
 
 
 async def _stack(
@@ -328,6 +303,7 @@ async def _load(
     image_limits = limits.image_limits()
     args = (served.family, limits.image.jpeg_draft_margin, digest, part.detail)
     assert isinstance(data, bytes)  # a list of frames is refused unless the part is a video
+    check_header_budget(data, part, served, limits)
     lane = runtime.offload.threads
     item = None
     if lane is not None and lane.limits.takes(data):

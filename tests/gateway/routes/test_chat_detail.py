@@ -93,3 +93,19 @@ async def test_an_image_over_the_token_budget_is_refused_and_low_detail_fits(
         assert not fake.requests
         ok = await http.post(URL, json=ask("low"))
         assert ok.status_code == 200, ok.text
+
+
+async def test_an_image_whose_header_is_over_the_budget_is_refused_before_decoding(
+    budgeted: FakeGateway, fake: FakeTriton
+) -> None:
+    # A PNG header claiming 4000 x 3000 and nothing a decoder could read after it: refused by
+    # its header, so the broken body is never decoded (that would be invalid_media).
+    header = bytearray(png(1, (4000, 3000)))[:33] + b"\x00" * 64
+    async with http_client(budgeted.app) as http:
+        error = assert_openai_error(
+            await http.post(URL, json=ask("high", url=data_url(bytes(header)))),
+            400,
+            "image_token_budget_exceeded",
+        )
+    assert "by its header, before decoding" in error["message"]
+    assert error["param"] == "messages[0].content[0]"
