@@ -21,7 +21,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.errors import GatewayError, InvalidRequest, MediaURLError, UnsupportedMedia
+from gateway.errors import (
+    GatewayError,
+    InvalidRequest,
+    MediaURLError,
+    TooManyMediaItems,
+    UnsupportedMedia,
+)
 from gateway.media.local import FrameList
 from gateway.media.pdf import RenderedDocument, is_pdf, render_pdf
 from gateway.observability.tracing import phase
@@ -139,9 +145,15 @@ class _PageBudget:
 async def _render(
     part: FilePart, where: str, served: ServedRuntime, runtime: Runtime, budget: _PageBudget
 ) -> RenderedDocument:
+    left, why = budget.left()
+    if left == 0:  # no page could go: say so before fetching or parsing anything
+        raise TooManyMediaItems(
+            f"{where}: a PDF's pages are sent as images; {why}",
+            param=where,
+            code="unsupported_content_part" if served.family.image_tensor is None else None,
+        )
     data = await _document_bytes(part, where, runtime)
     settings = runtime.settings.media.pdf
-    left, why = budget.left()
     submitted = time.perf_counter()
     try:
         document: RenderedDocument = await runtime.offload.run(

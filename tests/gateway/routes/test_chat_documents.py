@@ -307,3 +307,18 @@ async def test_metrics_count_pages_and_media_tokens_per_model(
     tokens = ("mmgw_media_tokens_total", 'modality="image",model="fake-llava"')
     assert sample(after, *pages) - sample(before, *pages) == 2
     assert sample(after, *tokens) - sample(before, *tokens) == 2 * LLAVA_FEATURES
+
+
+async def test_a_document_for_a_model_without_images_is_refused_before_any_fetch(
+    http: httpx.AsyncClient, fake: FakeTriton
+) -> None:
+    part = {"type": "file", "file": {"file_url": "https://docs.invalid/report.pdf"}}
+    error = assert_openai_error(
+        await http.post(URL, json=ask(part, "fake-whisper")), 400, "unsupported_content_part"
+    )
+    assert "does not accept images" in error["message"]
+    assert error["param"] == "messages[0].content[1]"  # not a fetch error: nothing was fetched
+    already = [{"type": "image_url", "image_url": {"url": data_url(png(1))}}] * 8
+    body = chat([*already, file_part(text_pdf(1))], max_tokens=2)
+    error = assert_openai_error(await http.post(URL, json=body), 400, "too_many_media_items")
+    assert "this request has 8 besides" in error["message"]
