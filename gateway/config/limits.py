@@ -16,6 +16,7 @@ from gateway.media.audio import AudioLimits
 from gateway.media.fetch import FetchLimits
 from gateway.media.image import ImageLimits
 from gateway.media.offload import OffloadLimits
+from gateway.media.pdf import PdfLimits
 from gateway.media.threads import ThreadLimits
 from gateway.media.video import VideoLimits
 
@@ -62,6 +63,44 @@ class AudioSettings(Strict):
     max_duration_s: float = Field(limits.DEFAULT_MAX_AUDIO_DURATION_S, gt=0)
 
 
+class PdfSettings(Strict):
+    """``[media.pdf]``: what one PDF document (a chat ``file`` part, a Responses
+    ``input_file``) may cost. Its pages are rendered in the media worker processes and each
+    becomes an image of the request (docs/operating.md, "Documents")."""
+
+    max_bytes: int = Field(limits.DEFAULT_PDF_MAX_BYTES, ge=1, description="one document")
+    max_pages: int = Field(limits.DEFAULT_PDF_MAX_PAGES, ge=1, description="one document")
+    dpi: float = Field(limits.DEFAULT_PDF_DPI, gt=0, le=600, description="render resolution")
+    max_page_pixels: int = Field(
+        limits.DEFAULT_PDF_MAX_PAGE_PIXELS,
+        ge=1,
+        description="a larger page (its box at dpi) is rendered at the scale that fits",
+    )
+    max_total_pixels: int = Field(
+        limits.DEFAULT_PDF_MAX_TOTAL_PIXELS, ge=1, description="all pages"
+    )
+    render_timeout_s: float = Field(
+        limits.DEFAULT_PDF_RENDER_TIMEOUT_S,
+        gt=0,
+        description="one document's parse and render, in one worker (killed past it)",
+    )
+    extract_text: bool = Field(
+        True,
+        description="add each page's text layer as a text part after the pages, for every "
+        "family (a page image at the vision tower's resolution is rarely legible)",
+    )
+
+    def pdf_limits(self) -> PdfLimits:
+        return PdfLimits(
+            max_bytes=self.max_bytes,
+            max_pages=self.max_pages,
+            dpi=self.dpi,
+            max_page_pixels=self.max_page_pixels,
+            max_total_pixels=self.max_total_pixels,
+            extract_text=self.extract_text,
+        )
+
+
 class MediaSettings(Strict):
     """``[media]``: what one request may carry. A request over any limit gets a 400.
 
@@ -77,6 +116,13 @@ class MediaSettings(Strict):
     image: ImageSettings = Field(default_factory=ImageSettings)
     video: VideoSettings = Field(default_factory=VideoSettings)
     audio: AudioSettings = Field(default_factory=AudioSettings)
+    pdf: PdfSettings = Field(default_factory=PdfSettings)
+    max_image_tokens_per_request: int | None = Field(
+        None,
+        ge=1,
+        description="the image tokens (features the model reads) one request may cost, over "
+        "all its images and pages; None: no cap but the engine's",
+    )
 
     def image_limits(self) -> ImageLimits:
         return ImageLimits(max_bytes=self.max_bytes, max_pixels=self.image.max_pixels)

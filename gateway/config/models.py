@@ -9,8 +9,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from gateway.config.limits import Strict
-from gateway.families.reasoning import REASONING_PARSERS
 from gateway.families.chat_template import ChatTemplate
+from gateway.families.reasoning import REASONING_PARSERS
 from gateway.families.registry import SUPPORTED_FAMILIES
 from gateway.families.whisper.options import WhisperOptions
 from gateway.triton.replicas.discovery import is_dns, parse_dns
@@ -65,6 +65,12 @@ class ServedModel(Strict):
         "in-flight batching engine serves several at once; spilling below that only loses reuse)",
     )
     max_images: int | None = Field(None, ge=0, description="engine's max images per request")
+    max_image_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="the image tokens one request to this model may cost (over its images and "
+        "PDF pages); refused with a 400 past it. None: [media] max_image_tokens_per_request",
+    )
     default_max_tokens: int | None = Field(
         DEFAULT_MAX_TOKENS,
         ge=1,

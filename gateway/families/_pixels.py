@@ -31,6 +31,7 @@ __all__ = [
     "PixelSpec",
     "center_crop",
     "convert_rgb",
+    "fitted_to_side",
     "output_size",
     "preprocess",
     "resize_to_fit",
@@ -236,11 +237,17 @@ def resize_to_fit(
     For raw-pixel families (``image_bytes_input``), whose server-side processor resizes
     again: this only bounds the bytes sent, so small images pass through untouched.
     """
+    new_size = fitted_to_side(image.width, image.height, max_side)
+    if new_size == image.size:
+        return image
+    return image.resize(new_size, resample=resample)
+
+
+def fitted_to_side(width: int, height: int, max_side: int) -> tuple[int, int]:
+    """The (width, height) ``resize_to_fit`` gives an image of this size."""
     if max_side < 1:
         raise ValueError("max_side must be positive")
-    width, height = image.size
     if max(width, height) <= max_side:
-        return image
+        return width, height
     scale = max_side / max(width, height)
-    new_size = (max(1, round(width * scale)), max(1, round(height * scale)))
-    return image.resize(new_size, resample=resample)
+    return max(1, round(width * scale)), max(1, round(height * scale))

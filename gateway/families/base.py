@@ -18,6 +18,7 @@ from PIL import Image
 from pydantic import BaseModel
 
 from gateway.errors import InvalidRequest, TooManyMediaItems
+from gateway.families._pixels import fitted_to_side, resize_to_fit
 from gateway.families.calls import GenerationRequest, Plan, Sampling, Task
 
 if TYPE_CHECKING:
@@ -161,6 +162,10 @@ class Family:
     # How this family's checkpoints write tools, calls and results (``tool_formats/``);
     # None: a request with tools is refused.
     tool_format: ClassVar[ToolFormat | None] = None
+    # ``detail: "low"``: images are first downscaled to fit this side, so the processor picks
+    # its smallest anyres canvas (OneVision: one tile; LLaVA-NeXT: two). None: the family has
+    # one resolution and ``detail`` changes nothing (docs/families.md, "Image detail").
+    low_detail_side: ClassVar[int | None] = None
 
     def __init__(self, options: BaseModel | None = None) -> None:
         if options is not None:
@@ -219,6 +224,39 @@ class Family:
     def processing_options(self) -> str:
         """A stable description of the pixel processing, folded into the content digest."""
         return f"{self.name}:{self.image_tensor}"
+
+    def detail_key(self, detail: str | None) -> str:
+        """What ``detail`` does to the pixels here, for the content digest: "low" where it
+        downscales, "" where it changes nothing (so every detail shares one KV-reuse id)."""
+        return "low" if detail == "low" and self.low_detail_side is not None else ""
+
+    def image_for_detail(self, image: Image.Image, detail: str | None) -> Image.Image:
+        """The decoded image as ``detail`` asks: "low" fits ``low_detail_side`` where the
+        family has a choice of resolution; "high", "auto" and "original" take the family's
+        full resolution (its largest anyres canvas), as does every detail elsewhere."""
+        side = self.low_detail_side
+        if self.detail_key(detail) != "low" or side is None:
+            return image
+        return resize_to_fit(image, side)
+
+    def detail_size(self, height: int, width: int, detail: str | None) -> tuple[int, int]:
+        """The (height, width) ``image_for_detail`` gives an image of this size."""
+        side = self.low_detail_side
+        if self.detail_key(detail) != "low" or side is None:
+            return height, width
+        fitted_width, fitted_height = fitted_to_side(width, height, side)
+        return fitted_height, fitted_width
+
+    def image_tokens(self, sizes: Sequence[tuple[int, int]]) -> int | None:
+        """Prompt positions the images take (their visual features), from each image's
+        (height, width) as the family prepared it; None where the family cannot say."""
+        if self.features_per_image is None:
+            return None
+        return self.features_per_image * len(sizes)
+
+    def video_tokens(self, frames: int) -> int | None:
+        """Prompt positions one video of ``frames`` sampled frames takes; None: unknown."""
+        return None
 
     def prepare_video(self, frames: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         """Sampled uint8 frames [n, H, W, 3] -> the per-video array this family sends."""

@@ -86,3 +86,6 @@ class Fuyu(Family):
 
     def processing_options(self) -> str:
         return f"{self.name}:fit{CANVAS}:bilinear:patch{PATCH}:pad{PAD_VALUE}"
+
+    def image_tokens(self, sizes: Sequence[tuple[int, int]]) -> int | None:
+        return sum(features_for(height, width) for height, width in sizes)

@@ -110,6 +110,7 @@ class LlavaNext(Family):
     # The most one image becomes: 576 for the base + 2 x 2 tiles (48 x 48) + 48 newlines.
     features_per_image = 2928
     max_images = 1
+    low_detail_side = TILE  # detail "low": the smallest anyres canvas (two tiles at most)
     reserved_markers = ("<image>", "[INST]", "[/INST]", "</s>", "<s>")
 
     def render(self, conversation: Conversation) -> str:
@@ -138,3 +139,6 @@ class LlavaNext(Family):
 
     def processing_options(self) -> str:
         return f"llava_next:anyres:{GRID_PINPOINTS}:{CLIP_336!r}"
+
+    def image_tokens(self, sizes: Sequence[tuple[int, int]]) -> int | None:
+        return sum(features_for(height, width) for height, width in sizes)

@@ -111,6 +111,11 @@ class Mllama(Family):
     def processing_options(self) -> str:
         return f"{self.name}:raw:max_side={MAX_SIDE}"
 
+    def image_tokens(self, sizes: Sequence[tuple[int, int]]) -> int | None:
+        """None: the image reaches the decoder by cross-attention, not as prompt positions,
+        and how many tiles the server cuts is its processor's choice."""
+        return None
+
 
 class MllamaBase(Mllama):
     """Base (non-Instruct) Llama-3.2-Vision: ``<|image|>`` per image, then the text as is."""

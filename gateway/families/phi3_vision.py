@@ -159,3 +159,6 @@ class Phi3Vision(Family):
 
     def processing_options(self) -> str:
         return f"{self.name}:hd{MAX_CROPS}x{CROP}:clip"
+
+    def image_tokens(self, sizes: Sequence[tuple[int, int]]) -> int | None:
+        return sum(features_for(height, width) for height, width in sizes)

@@ -66,3 +66,6 @@ class VideoNeva(Family):
 
     def video_processing_options(self) -> str:
         return f"{self.name}:frames:{CLIP_224!r}"
+
+    def video_tokens(self, frames: int) -> int | None:
+        return frames * (self.features_per_image or 0)  # 256 per frame, where <video> stands

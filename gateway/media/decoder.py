@@ -33,6 +33,7 @@ class Decoder(Protocol):
         *args: Any,
         what: str = "the media",
         on_wait: Callable[[float], None] | None = None,
+        timeout_s: float | None = None,  # this item's own budget; None: the pool's
     ) -> T: ...
 
     async def aclose(self) -> None: ...

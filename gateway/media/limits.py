@@ -35,3 +35,11 @@ DEFAULT_DECODE_THREADS = 2  # 0: every item goes to a worker process
 DEFAULT_THREAD_MAX_PIXELS = 2048 * 2048  # by the header; ~12 MB decoded RGB
 DEFAULT_THREAD_MAX_BYTES = 4 * 1024 * 1024
 DEFAULT_THREAD_MAX_SIDE = 4096  # bounds the family's resize of a long thin strip
+
+# PDF documents (media/pdf.py): rendered page by page in the worker processes.
+DEFAULT_PDF_MAX_BYTES = 20 * 1024 * 1024
+DEFAULT_PDF_MAX_PAGES = 32
+DEFAULT_PDF_DPI = 144.0  # a US Letter page: 1224 x 1584 pixels
+DEFAULT_PDF_MAX_PAGE_PIXELS = 2_000_000  # past this the page is rendered at a lower scale
+DEFAULT_PDF_MAX_TOTAL_PIXELS = 40_000_000
+DEFAULT_PDF_RENDER_TIMEOUT_S = 30.0  # the whole document, in one worker (killed past it)

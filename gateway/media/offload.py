@@ -113,8 +113,10 @@ class Offloader:
         *args: Any,
         what: str = "the media",
         on_wait: Callable[[float], None] | None = None,
+        timeout_s: float | None = None,
     ) -> T:
-        """``function(*args)`` in a worker, within the item budget.
+        """``function(*args)`` in a worker, within the item budget (``timeout_s`` when given:
+        a job with a budget of its own, such as a PDF's render).
 
         Raises the job's own GatewayError, MediaTimeout when the budget runs out (the worker is
         killed and replaced), or MediaWorkerFailed when the worker dies mid-item and so does
@@ -129,7 +131,7 @@ class Offloader:
         if on_wait is not None:
             on_wait(time.perf_counter() - queued)
         try:
-            ok, value = await self._attempt(worker, function, args, what)
+            ok, value = await self._attempt(worker, function, args, what, timeout_s)
         except _WorkerDied as died:
             if self._closing:
                 raise _worker_failed(what) from None
@@ -138,7 +140,7 @@ class Offloader:
             try:
                 # Workers often die together (the OOM killer, an operator): make sure of this one.
                 retry_worker = await self._take(ping=True)
-                ok, value = await self._attempt(retry_worker, function, args, what)
+                ok, value = await self._attempt(retry_worker, function, args, what, timeout_s)
             except _WorkerDied as again:
                 log.error("media worker %d died mid-item too (the retry of %s)", again.pid, what)
                 raise _worker_failed(what) from None
@@ -147,23 +149,28 @@ class Offloader:
         raise value
 
     async def _attempt(
-        self, worker: _Worker, function: Callable[..., Any], args: tuple[Any, ...], what: str
+        self,
+        worker: _Worker,
+        function: Callable[..., Any],
+        args: tuple[Any, ...],
+        what: str,
+        timeout_s: float | None = None,
     ) -> _Reply:
         """One hand-over of the item to ``worker``, under its own budget. Raises MediaTimeout
         (worker killed and replaced) or _WorkerDied (worker replaced)."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.limits.item_timeout_s
+        budget = timeout_s if timeout_s is not None else self.limits.item_timeout_s
+        deadline = loop.time() + budget
         self._busy.add(worker)
         future = loop.run_in_executor(self._threads, worker.call, function, args)
         future.add_done_callback(_retrieve)  # an abandoned item's EOFError is expected
         try:
-            reply = await asyncio.wait_for(asyncio.shield(future), self.limits.item_timeout_s)
+            reply = await asyncio.wait_for(asyncio.shield(future), budget)
         except asyncio.TimeoutError:
             self.abandoned += 1
             self._replace(worker)
             raise MediaTimeout(
-                f"Decoding {what} took longer than the {self.limits.item_timeout_s:g} s "
-                "this server allows per item."
+                f"Decoding {what} took longer than the {budget:g} s this server allows per item."
             ) from None
         except asyncio.CancelledError:  # the caller left: finish (or kill) in the background
             self._spawn_task(self._settle(worker, future, deadline))

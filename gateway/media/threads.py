@@ -110,9 +110,12 @@ class ThreadLane:
         *args: Any,
         what: str = "the media",
         on_wait: Callable[[float], None] | None = None,
+        timeout_s: float | None = None,
     ) -> T:
-        """``function(*args)`` in a thread within the item budget; its errors mapped as a
-        worker process maps them (MemoryError -> MediaTooLarge, others MediaDecodeError)."""
+        """``function(*args)`` in a thread within the item budget (``timeout_s`` when given);
+        its errors mapped as a worker process maps them (MemoryError -> MediaTooLarge, others
+        MediaDecodeError)."""
+        budget = timeout_s if timeout_s is not None else self.item_timeout_s
         queued = time.perf_counter()
         await self._slots.acquire()
         if on_wait is not None:
@@ -128,12 +131,11 @@ class ThreadLane:
             raise
         future.add_done_callback(self._finished)  # the slot is free when the thread is
         try:
-            ok, value = await asyncio.wait_for(asyncio.shield(future), self.item_timeout_s)
+            ok, value = await asyncio.wait_for(asyncio.shield(future), budget)
         except asyncio.TimeoutError:
             self.abandoned += 1
             raise MediaTimeout(
-                f"Decoding {what} took longer than the {self.item_timeout_s:g} s "
-                "this server allows per item."
+                f"Decoding {what} took longer than the {budget:g} s this server allows per item."
             ) from None
         if ok:
             return cast(T, value)  # the job's own result, through a pickle or a thread

@@ -134,6 +134,8 @@ class AccessMiddleware:
             completion = record.completion_tokens or record.tokens_streamed
             if completion:
                 self.metrics.tokens.labels(model, "completion").inc(completion)
+            for name, count in record.media_tokens.items():  # image_tokens -> "image"
+                self.metrics.media_tokens.labels(model, name.removesuffix("_tokens")).inc(count)
             if record.replica is not None and record.cached_tokens:
                 cached = self.metrics.replica_cached_tokens.labels(model, record.replica)
                 cached.inc(record.cached_tokens)

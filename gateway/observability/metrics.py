@@ -187,6 +187,17 @@ class GatewayMetrics:
             "mmgw_media_pixels", "Decoded pixels (width x height, per frame).", ["kind"],
             registry=r,
         )  # fmt: skip
+        self.media_tokens = Counter(
+            "mmgw_media_tokens",
+            "Prompt tokens that are media features (usage prompt_tokens_details), by model and "
+            "modality (image, video, audio).",
+            ["model", "modality"],
+            registry=r,
+        )
+        self.document_pages = Counter(
+            "mmgw_document_pages", "PDF pages rendered and sent as images, by model.", ["model"],
+            registry=r,
+        )  # fmt: skip
 
     # Hooks for the media plane: one call per item, so their cost does not matter.
     def media_fetched(self, kind: str, seconds: float, size: int) -> None:
@@ -207,6 +218,11 @@ class GatewayMetrics:
     def media_prepared(self, model: str, seconds: float) -> None:
         """All of one request's media are ready (the pipeline calls this)."""
         self.media_prepare_seconds.labels(model).observe(seconds)
+
+    def document_rendered(self, model: str, pages: int) -> None:
+        """A request's PDF documents were rendered to ``pages`` page images."""
+        if pages:
+            self.document_pages.labels(model).inc(pages)
 
     def queued(self, queue: str, seconds: float) -> None:
         """Time a piece of work waited for a slot in a bounded pool."""

@@ -45,6 +45,7 @@ class RequestRecord:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     cached_tokens: int | None = None
+    media_tokens: dict[str, int] = field(default_factory=dict)  # image_tokens, video_tokens...
     replica: str | None = None  # the Triton replica that answered, when a set of them serves
     media_items: int = 0
     request_bytes: int = 0
@@ -84,6 +85,7 @@ class RequestRecord:
         self.prompt_tokens = usage.prompt_tokens
         self.completion_tokens = usage.completion_tokens
         self.cached_tokens = usage.cached_tokens
+        self.media_tokens = usage.media.fields() if usage.media is not None else {}
         self.finish_reason = finish_reason
 
     @property
@@ -123,6 +125,7 @@ class RequestRecord:
             "replica": self.replica,
         }
         fields.update({k: v for k, v in optional.items() if v is not None})
+        fields.update(self.media_tokens)
         fields.update(self._token_timings())
         return fields
 

@@ -142,5 +142,6 @@ class TextRun(RunBase):
         block = self.prepared.served.tokens_per_block
         if reused_blocks is not None and block:
             cached = reused_blocks * block
-        usage = UsageCounts(counters.get("num_input_tokens", 0), completion, cached)
+        prompt = counters.get("num_input_tokens", 0)
+        usage = UsageCounts(prompt, completion, cached, media=self.prepared.media_tokens)
         return Outcome(finish, usage)

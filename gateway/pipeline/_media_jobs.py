@@ -89,7 +89,7 @@ class PreparedItem:
     decode_s: float
     preprocess_s: float
     pixels: int  # decoded pixels (width x height, summed over frames); 0 for audio
-    size: tuple[int, int] = (0, 0)  # (height, width) of a decoded image, as decoded
+    size: tuple[int, int] = (0, 0)  # (height, width) the family prepared from (detail applied)
     digest: bytes | None = None  # the request's content digest, when this is its only item
     source: bytes | None = None  # an image's source bytes: what a request's digest covers
     started: float = 0.0  # perf_counter when the job began (one clock for threads, processes)
@@ -118,13 +118,17 @@ def prepare_image(
     family: Family,
     draft_margin: float,
     digest: DigestInputs | None = None,
+    detail: str | None = None,
 ) -> PreparedItem:
-    """Decode (in JPEG draft mode when the family's input is much smaller), preprocess, and
-    hash the source bytes when ``digest`` is given."""
+    """Decode (in JPEG draft mode when the family's input is much smaller), size as
+    ``detail`` asks where the family has a choice, preprocess, and hash the source bytes when
+    ``digest`` is given (it covers the detail: ``pipeline/media.py``)."""
     started = time.perf_counter()
     image = decode_image(
         data, limits, target_size=family.image_decode_size, draft_margin=draft_margin
     )
+    pixels = image.width * image.height
+    image = family.image_for_detail(image, detail)  # the size the family prepares from
     decoded = time.perf_counter()
     array = family.prepare_image(image)
     prepared = time.perf_counter()
@@ -133,7 +137,7 @@ def prepare_image(
         array,
         decoded - started,
         prepared - decoded,
-        image.width * image.height,
+        pixels,
         (image.height, image.width),
         hashed,
         started=started,

@@ -17,6 +17,7 @@ from gateway.errors import InvalidRequest
 from gateway.observability.tracing import phase
 from gateway.pipeline._watchdog import Timeouts
 from gateway.pipeline.conversation import parse_messages
+from gateway.pipeline.documents import expand_documents
 from gateway.pipeline.generation import check_prompt_size, check_total_prompt, draft, refuse
 from gateway.pipeline.llmapi import prepare_llmapi_chat
 from gateway.pipeline.logprobs import logprobs_asked
@@ -54,7 +55,9 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> list
     ``Prepared`` per choice (``n``), sharing the media (and so its KV-cache id)."""
     served = runtime.model(request.model)
     refuse_unsupported(request)
-    parsed = parse_messages(request.messages)
+    documents = await expand_documents(request, served, runtime)  # PDF pages become images
+    request = documents.request
+    parsed = parse_messages(request.messages, documents.origins)
     family = served.family
     contract = await served.get_contract()
     if served.llmapi is not None:  # NVIDIA's llmapi model: the chat template is rendered here
@@ -113,6 +116,7 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> list
         generation = replace(generation, guide=guide, reasoning_effort=effort)
         plan = await family_plan(served, generation, audio)
         ready = prepared(served, contract, plan, stops, len(parsed.media), lora, timeouts, logprobs)
-        choices.append(replace(ready, tool_parser=parser, reasoning=reasoning))
+        tokens = media.tokens if media is not None else None
+        choices.append(replace(ready, tool_parser=parser, reasoning=reasoning, media_tokens=tokens))
     phase("chat.plan", planning)  # the calls' tensors (the image's copied into its input)
     return choices

@@ -32,14 +32,16 @@ from gateway.protocol.common import UsageCounts
 
 def summed(outcomes: Sequence[Outcome]) -> Outcome:
     """One outcome for the request: usage added up (the prompt counted once per choice, as
-    each choice's Triton request read it), cached tokens likewise."""
+    each choice's Triton request read it), cached and media tokens likewise."""
     cached = [o.usage.cached_tokens for o in outcomes if o.usage.cached_tokens is not None]
     thought = [o.usage.reasoning_tokens for o in outcomes if o.usage.reasoning_tokens is not None]
+    media = [o.usage.media for o in outcomes if o.usage.media is not None]
     usage = UsageCounts(
         prompt_tokens=sum(o.usage.prompt_tokens for o in outcomes),
         completion_tokens=sum(o.usage.completion_tokens for o in outcomes),
         cached_tokens=sum(cached) if cached else None,
         reasoning_tokens=sum(thought) if thought else None,
+        media=sum(media[1:], media[0]) if media else None,
     )
     finish: FinishReason = (
         "length" if any(o.finish_reason == "length" for o in outcomes) else "stop"

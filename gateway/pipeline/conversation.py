@@ -9,6 +9,7 @@ Whether the model takes a kind of media is the media pipeline's question, not th
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -36,6 +37,7 @@ class MediaPart:
     url: str | None = None
     data: str | None = None  # input_audio.data (base64)
     format: str | None = None  # input_audio.format ("wav", "mp3")
+    detail: str | None = None  # image_url.detail: "low", "high", "auto", "original"
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,7 @@ class ParsedChat:
 
 def _media_part(part: object, where: str) -> MediaPart | None:
     if isinstance(part, ImageURLPart):
-        return MediaPart("image", where, url=part.image_url.url)
+        return MediaPart("image", where, url=part.image_url.url, detail=part.image_url.detail)
     if isinstance(part, VideoURLPart):
         return MediaPart("video", where, url=part.video_url.url)
     if isinstance(part, AudioURLPart):
@@ -61,8 +63,11 @@ def _media_part(part: object, where: str) -> MediaPart | None:
     return None
 
 
-def _message_parts(message: ChatMessage, index: int) -> tuple[str, list[MediaPart]]:
-    """The text of one message and the media parts it carries."""
+def _message_parts(
+    message: ChatMessage, index: int, origins: Mapping[str, str]
+) -> tuple[str, list[MediaPart]]:
+    """The text of one message and the media parts it carries (``origins``: a part that
+    stands for part of another, a PDF's page, is named by what the client sent)."""
     content = message.content
     if content is None:
         return "", []
@@ -72,6 +77,7 @@ def _message_parts(message: ChatMessage, index: int) -> tuple[str, list[MediaPar
     media: list[MediaPart] = []
     for part_index, part in enumerate(content):
         where = f"messages[{index}].content[{part_index}]"
+        where = origins.get(where, where)
         if isinstance(part, TextPart):
             texts.append(part.text)
             continue
@@ -145,7 +151,9 @@ def _check_answer(tool_call_id: str | None, calls: set[str], index: int) -> None
         )
 
 
-def parse_messages(messages: list[ChatMessage]) -> ParsedChat:
+def parse_messages(
+    messages: list[ChatMessage], origins: Mapping[str, str] | None = None
+) -> ParsedChat:
     """Fold system/developer messages into one system text; keep the turns in order.
 
     As OpenAI does, a system message may come after the first turn (its text joins the
@@ -157,7 +165,7 @@ def parse_messages(messages: list[ChatMessage]) -> ParsedChat:
     media: list[MediaPart] = []
     calls: set[str] = set()  # the ids of the calls made so far: a tool message answers one
     for index, message in enumerate(messages):
-        text, message_media = _message_parts(message, index)
+        text, message_media = _message_parts(message, index, origins or {})
         if message.role in ("system", "developer"):
             system_parts.append(text)
             continue

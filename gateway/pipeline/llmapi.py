@@ -39,6 +39,7 @@ from gateway.pipeline._watchdog import Timeouts
 from gateway.pipeline.conversation import MediaPart, ParsedChat
 from gateway.pipeline.generation import TextFields, check_total_prompt, fresh_seed, max_tokens
 from gateway.pipeline.media import prepare_media
+from gateway.pipeline.reasoning import ReasoningOutput, reasoning_output
 from gateway.pipeline.relay import Prepared
 from gateway.pipeline.structured.guides import Asked, requested_guide
 from gateway.pipeline.structured.request import requested_output
@@ -282,9 +283,10 @@ async def prepare_llmapi_chat(
     param = "max_completion_tokens" if request.max_completion_tokens else "max_tokens"
     stops = tuple(dict.fromkeys([*request.stop_list, *served.family.stop_strings]))
     calls = await _calls(request, runtime, served, prompt, (request.requested_max_tokens, param))
+    reasoning = await reasoning_output(served)  # the output side: <think> split off the answer
     return [
-        _prepared(served, contract, call, stops, len(parsed.media), runtime, key, parser)
-        for call, key in calls
+        _prepared(served, contract, c, stops, len(parsed.media), runtime, key, parser, reasoning)
+        for c, key in calls
     ]
 
 
@@ -367,6 +369,7 @@ def _prepared(
     runtime: Runtime,
     key: int | None,
     parser: Any,
+    reasoning: ReasoningOutput | None = None,
 ) -> Prepared:
     """The call's tensors, built while a problem with them is still a 400."""
     if call.stream and not contract.decoupled:
@@ -374,5 +377,6 @@ def _prepared(
     inputs = llmapi_inputs(call, contract, served.config.id)
     return Prepared(
         served, contract, Plan((call,)), stops, media_items, None, inputs,
-        Timeouts.of(runtime.settings.upstream), None, key, parser, LlmapiRun,
+        Timeouts.of(runtime.settings.upstream), None, key, parser,
+        reasoning=reasoning, runner=LlmapiRun,
     )  # fmt: skip

@@ -38,6 +38,7 @@ from gateway.media.local import FRAME_LIST_TYPE, FrameList, decode_base64_payloa
 from gateway.media.threads import ThreadLane
 from gateway.media.video import FrameSampling
 from gateway.observability.tracing import phase
+from gateway.pipeline._media_budget import check_header_budget, check_image_budget, media_tokens
 from gateway.pipeline._media_jobs import (
     DigestInputs,
     PreparedItem,
@@ -50,6 +51,7 @@ from gateway.pipeline._media_jobs import (
 )
 from gateway.pipeline.conversation import MediaKind, MediaPart
 from gateway.protocol.chat import MediaIOKwargs
+from gateway.protocol.common import MediaTokens
 from gateway.runtime import Runtime, ServedRuntime
 
 __all__ = [
@@ -81,6 +83,8 @@ class PreparedMedia:
     # (tensor name, array) of the original image sizes, for families whose encoder needs them.
     image_sizes: tuple[str, np.ndarray[Any, Any]] | None = None
     samples: np.ndarray[Any, Any] | None = None
+    # The prompt tokens the media become, by modality, as the family counts what it sent.
+    tokens: MediaTokens | None = None
 
 
 def _accepts(family: Family, kind: MediaKind) -> bool:
@@ -205,6 +209,9 @@ async def prepare_media(
         digest = DigestInputs(served.config.id, processing, "video", salt)
     else:
         draft = _draft_option(family, limits.image)
+        details = [family.detail_key(part.detail) for part in parts]
+        if any(details):  # detail changed the pixels of some image: the id must differ
+            draft += "|detail=" + ",".join(details)
         digest = image_digest_inputs(served.config.id, family, draft, salt)
     only = digest if len(parts) == 1 else None  # one item: its job hashes it where it runs
     loads = (_load(part, served, runtime, sampling, only) for part in parts)
@@ -215,8 +222,10 @@ async def prepare_media(
     if sampling is None and family.image_sizes_tensor is not None:
         array = family.image_sizes([item.size for item in items])
         sizes = (family.image_sizes_tensor, array) if array is not None else None
+    tokens = media_tokens(family, items, sampling is not None)
+    check_image_budget(tokens, served, limits)
     extra_id = runtime.extra_ids.extra_id(content)
-    return PreparedMedia((name, tensor), extra_id, len(parts), sizes)
+    return PreparedMedia((name, tensor), extra_id, len(parts), sizes, tokens=tokens)
 
 
 async def _stack(
@@ -292,8 +301,9 @@ async def _load(
         args: tuple[Any, ...] = (limits.video_limits(), sampling, served.family, digest)
         return await _decode(part, runtime, data, prepare_video, *args)
     image_limits = limits.image_limits()
-    args = (served.family, limits.image.jpeg_draft_margin, digest)
+    args = (served.family, limits.image.jpeg_draft_margin, digest, part.detail)
     assert isinstance(data, bytes)  # a list of frames is refused unless the part is a video
+    check_header_budget(data, part, served, limits)
     lane = runtime.offload.threads
     item = None
     if lane is not None and lane.limits.takes(data):

@@ -30,7 +30,7 @@ from gateway.pipeline._watchdog import SilenceWatch, Timeouts
 from gateway.pipeline.logprobs import LogprobsAsked, ScoredText
 from gateway.pipeline.lora import LoraChoice
 from gateway.pipeline.reasoning import ReasoningOutput
-from gateway.protocol.common import UsageCounts
+from gateway.protocol.common import MediaTokens
 from gateway.runtime import ServedRuntime
 from gateway.streaming.text import StopMatcher
 from gateway.triton.contract import ModelContract
@@ -60,6 +60,8 @@ class Prepared:
     reasoning: ReasoningOutput | None = None
     # Starts the run of this kind of call (``pipeline/_calls.py``): the relay never asks which.
     runner: _calls.Runner = _calls.TextRun
+    # The prompt tokens that are media features, by modality (usage's prompt_tokens_details).
+    media_tokens: MediaTokens | None = None
 
 
 def prepared(

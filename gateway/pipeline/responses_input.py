@@ -124,16 +124,25 @@ def _part(part: Any, role: str, where: str) -> dict[str, Any]:
 
 
 def _file(part: InputFile, where: str) -> dict[str, Any]:
-    """An ``input_file`` the families can take: an image, video or audio as a data: URL."""
-    data = part.file_data or ""
-    media_type = data[5:].split(";", 1)[0].split("/", 1)[0] if data.startswith("data:") else ""
-    if media_type not in _MEDIA_PART:
+    """An ``input_file`` the gateway can take: a PDF (``file_data``, a data: URL or bare
+    base64; or ``file_url``, fetched as every media URL is), or an image, video or audio clip
+    as a data: URL. No Files API, so ``file_id`` is refused."""
+    if part.file_id is not None:
         raise InvalidRequest(
-            f"{where}: input_file is supported as file_data holding a data: URL of an image, "
-            "a video or an audio clip (no Files API, no documents)",
-            param=where, code="unsupported_content_part",
+            f"{where}: this gateway has no Files API, so file_id cannot be read; send the file "
+            "as file_data (a data: URL) or file_url",
+            param=f"{where}.file_id", code="unsupported_parameter",
         )  # fmt: skip
-    return {"type": "input_file", "file_data": data, "filename": part.filename}
+    if (part.file_data is None) == (part.file_url is None):
+        raise InvalidRequest(
+            f"{where}: input_file needs exactly one of file_data and file_url", param=where
+        )
+    stored: dict[str, Any] = {"type": "input_file", "filename": part.filename}
+    if part.file_url is not None:
+        stored["file_url"] = part.file_url
+    else:
+        stored["file_data"] = part.file_data
+    return stored
 
 
 def _content(item: MessageItem, where: str) -> list[dict[str, Any]]:
@@ -210,13 +219,16 @@ def _chat_part(part: dict[str, Any]) -> dict[str, Any]:
     if kind == "refusal":
         return {"type": "text", "text": part["refusal"]}
     if kind == "input_image":
-        detail = part.get("detail")
-        image = {"url": part["image_url"], "detail": None if detail == "original" else detail}
+        image = {"url": part["image_url"], "detail": part.get("detail")}
         return {"type": "image_url", "image_url": image}
     if kind == "input_audio":
         return {"type": "input_audio", "input_audio": part["input_audio"]}
-    media = part["file_data"][5:].split("/", 1)[0]  # checked by _file
-    return {"type": _MEDIA_PART[media], _MEDIA_PART[media]: {"url": part["file_data"]}}
+    data = part.get("file_data")
+    media = data[5:].split(";", 1)[0].split("/", 1)[0] if data and data.startswith("data:") else ""
+    if data is not None and media in _MEDIA_PART:  # an image, a video or audio as a file
+        return {"type": _MEDIA_PART[media], _MEDIA_PART[media]: {"url": data}}
+    source = {"file_data": data} if data is not None else {"file_url": part["file_url"]}
+    return {"type": "file", "file": {**source, "filename": part.get("filename")}}
 
 
 def to_chat(items: Sequence[dict[str, Any]], out: ChatMessages, origin: str | None) -> None:

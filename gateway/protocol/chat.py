@@ -79,8 +79,24 @@ class AudioURLPart(_Part):
     audio_url: AudioURL
 
 
+class FileData(_Part):
+    """OpenAI's ``file`` part body: ``file_data`` (a data: URL, or bare base64, of a PDF) or
+    ``file_id`` (refused: no Files API here); ``file_url`` is the gateway's extension (the
+    Responses API's ``input_file.file_url``, fetched as every media URL is)."""
+
+    file_data: str | None = Field(None, min_length=1)
+    file_id: str | None = None
+    file_url: str | None = Field(None, min_length=1)
+    filename: str | None = None
+
+
+class FilePart(_Part):
+    type: Literal["file"]
+    file: FileData
+
+
 ContentPart = Annotated[
-    TextPart | ImageURLPart | VideoURLPart | InputAudioPart | AudioURLPart,
+    TextPart | ImageURLPart | VideoURLPart | InputAudioPart | AudioURLPart | FilePart,
     Field(discriminator="type"),
 ]
 

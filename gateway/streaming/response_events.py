@@ -143,7 +143,8 @@ class ResponseBuilder:
             "input_tokens": usage.prompt_tokens,
             # Triton reports reused KV blocks, not blocks written: cache_write_tokens is 0.
             "input_tokens_details": {"cached_tokens": usage.cached_tokens or 0,
-                                     "cache_write_tokens": 0},
+                                     "cache_write_tokens": 0,
+                                     **(usage.media.fields() if usage.media else {})},
             "output_tokens": usage.completion_tokens,
             "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens or 0},
             "total_tokens": usage.prompt_tokens + usage.completion_tokens,

@@ -57,6 +57,12 @@ async def test_video_chat_to_onevision(gateway_url: str, clips: MediaServer) -> 
     tokens_four = four.json()["usage"]["prompt_tokens"]
     per_frame = (tokens_four - tokens_two) / 2
     assert per_frame >= 4, "each sampled frame reaches the model as visual features"
+    # usage's video_tokens are what the family sent: 196 pooled features a frame and a newline,
+    # and the prompt grew by exactly their difference.
+    video_two = two.json()["usage"]["prompt_tokens_details"]["video_tokens"]
+    video_four = four.json()["usage"]["prompt_tokens_details"]["video_tokens"]
+    assert (video_two, video_four) == (2 * 196 + 1, 4 * 196 + 1)
+    assert tokens_four - tokens_two == video_four - video_two
 
 
 async def test_webm_data_url_video_with_the_openai_sdk(gateway_url: str) -> None:

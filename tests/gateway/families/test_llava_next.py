@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from PIL import Image
 
 from gateway.families.base import max_multimodal_len
 from gateway.families.llava_next import GRID_PINPOINTS, LlavaNext, best_resolution, features_for
@@ -71,3 +72,14 @@ def test_wire_tensors_carry_the_tiles_and_the_original_size() -> None:
 
 def test_engine_size() -> None:
     assert max_multimodal_len(1, LlavaNext.features_per_image, 1) == 2928
+
+
+def test_detail_low_fits_one_tile_and_costs_fewer_image_tokens() -> None:
+    family = LlavaNext()
+    image = Image.new("RGB", (1000, 800))
+    low = family.image_for_detail(image, "low")
+    assert max(low.size) == 336
+    low_tokens = family.image_tokens([(low.height, low.width)])
+    assert low_tokens == features_for(low.height, low.width)  # a 336 x 672 canvas at most
+    assert family.image_tokens([(800, 1000)]) == features_for(800, 1000) > low_tokens
+    assert family.image_for_detail(image, "original") is image

@@ -1,10 +1,18 @@
+import json
+
 import numpy as np
 import pytest
 from PIL import Image
 
-from gateway.errors import TooManyMediaItems
+from gateway.errors import TooManyMediaItems, UpstreamUnavailable
 from gateway.families.base import Conversation, Turn
-from gateway.families.llava_onevision import MAX_SIDE, LlavaOnevision, stack_letterboxed
+from gateway.families.llava_onevision import (
+    CHECKPOINT_PINPOINTS,
+    MAX_SIDE,
+    LlavaOnevision,
+    anyres_features,
+    stack_letterboxed,
+)
 from tests.gateway.families.contracts import conversation
 
 
@@ -52,3 +60,54 @@ def test_one_raw_image_per_request_as_nvidias_preprocessing_reads_them() -> None
     with pytest.raises(TooManyMediaItems, match="at most 1 per request: NVIDIA") as info:
         LlavaOnevision().check_conversation(conversation(("user", "Compare.", 2)))
     assert info.value.status_code == 400 and "image_bytes_input" in info.value.message
+
+
+# The reference model's own count (HF LLaVA-OneVision's processor arithmetic, checked there
+# against the features the model produces): the gateway's must agree for every shape.
+@pytest.mark.parametrize(
+    ("height", "width"),
+    [(40, 50), (384, 384), (300, 1000), (1000, 300), (768, 768), (800, 1000), (2304, 1152)],
+)
+def test_image_tokens_are_the_processors_count(height: int, width: int) -> None:
+    from server_repo.reference_kit.archs.llava_onevision import TINY_PINPOINTS, image_feature_count
+
+    family = LlavaOnevision()
+    family.check_deployment({"image_grid_pinpoints": json.dumps(TINY_PINPOINTS)}, "m")
+    assert family.image_tokens([(height, width)]) == image_feature_count(height, width)
+    checkpoint = [[h, w] for h, w in CHECKPOINT_PINPOINTS]
+    expected = image_feature_count(height, width, pinpoints=checkpoint)
+    assert anyres_features(height, width) == expected
+
+
+def test_several_images_count_the_base_view_and_a_newline_each() -> None:
+    assert LlavaOnevision().image_tokens([(500, 500), (100, 900)]) == 2 * (729 + 1)
+
+
+def test_video_tokens_are_pooled_frames_and_a_newline() -> None:
+    from server_repo.reference_kit.archs.llava_onevision import video_feature_count
+
+    assert LlavaOnevision().video_tokens(8) == video_feature_count(8) == 8 * 196 + 1
+
+
+def test_detail_low_fits_one_tile_and_costs_fewer_tokens() -> None:
+    family = LlavaOnevision()
+    image = Image.new("RGB", (1000, 800))
+    low = family.image_for_detail(image, "low")
+    assert low.size == (384, 307)
+    for detail in ("high", "auto", "original", None):
+        assert family.image_for_detail(image, detail) is image
+    assert family.detail_key("low") == "low" and family.detail_key("high") == ""
+    low_tokens = family.image_tokens([(low.height, low.width)])
+    high_tokens = family.image_tokens([(800, 1000)])
+    assert low_tokens is not None and high_tokens is not None and low_tokens < high_tokens
+
+
+def test_a_malformed_pinpoints_parameter_is_a_deployment_error() -> None:
+    with pytest.raises(UpstreamUnavailable, match="image_grid_pinpoints"):
+        LlavaOnevision().check_deployment({"image_grid_pinpoints": "[[384]]"}, "m")
+
+
+def test_image_tokens_count_the_pixels_sent_after_the_largest_canvas_fit() -> None:
+    family = LlavaOnevision()
+    sent = family.prepare_image(Image.new("RGB", (5000, 2500)))
+    assert family.image_tokens([(2500, 5000)]) == anyres_features(*sent.shape[:2])

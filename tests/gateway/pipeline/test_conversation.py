@@ -60,7 +60,7 @@ def test_media_parts_keep_kind_order_and_place() -> None:
 
 def test_unknown_part_type_is_refused_by_the_schema() -> None:
     with pytest.raises(ValidationError):
-        parse([{"role": "user", "content": [{"type": "file", "file": {}}]}])
+        parse([{"role": "user", "content": [{"type": "input_video", "video": {}}]}])
 
 
 def test_images_in_assistant_messages_are_refused() -> None:

@@ -46,7 +46,10 @@ def test_every_part_kind_becomes_its_chat_part() -> None:
     assert user["content"] == [
         {"type": "text", "text": "Look:"},
         {"type": "image_url", "image_url": {"url": "https://x.test/a.png", "detail": "auto"}},
-        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA==", "detail": None}},
+        {
+            "type": "image_url",
+            "image_url": {"url": "data:image/png;base64,AA==", "detail": "original"},
+        },
         {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}},
         {"type": "audio_url", "audio_url": {"url": WAV}},
         {"type": "video_url", "video_url": {"url": "data:video/mp4;base64,AA=="}},
