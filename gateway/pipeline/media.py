@@ -96,7 +96,7 @@ def check_media(parts: Sequence[MediaPart], served: ServedRuntime, limits: Media
     for part in parts:
         if not _accepts(served.family, part.kind):
             raise InvalidRequest(
-                f"model '{model}' does not accept {part.kind} input ({part.where})",
+                (f"model '{model}' does not accept {part.kind} input (", part.where, ")"),
                 param=part.where,
                 code="unsupported_content_part",
             )
@@ -133,8 +133,10 @@ def check_family_images(parts: Sequence[MediaPart], served: ServedRuntime) -> No
         return
     first_over = images[limit].where
     raise TooManyMediaItems(
-        f"{first_over} is image {limit + 1} of this request; "
-        f"{family.image_limit_message(len(images))}",
+        (
+            first_over,
+            f" is image {limit + 1} of this request; {family.image_limit_message(len(images))}",
+        ),
         param=first_over,
     )
 
@@ -367,8 +369,8 @@ def _successes(
         if isinstance(result, GatewayError):
             total = sum(1 for p in parts if p.kind == part.kind)
             number = sum(1 for p in parts[: index + 1] if p.kind == part.kind)
-            message = f"{part.kind} {number} of {total}: {result.message}"
-            raise result.revised(message=message).located(part.where) from result
+            item = f"{part.kind} {number} of {total}"
+            raise result.located(part.where, item=item) from result
         if isinstance(result, BaseException):
             raise result
     return [r for r in results if isinstance(r, PreparedItem)]

@@ -22,6 +22,7 @@ from gateway.pipeline.transcribe import (
     prepare_transcription,
 )
 from gateway.protocol.audio import UNSUPPORTED_FIELDS, TranscriptionRequest
+from gateway.protocol.invalid import invalid_request
 from gateway.routes import openapi
 from gateway.routes.answer import Answer, Events, answer
 from gateway.routes.form import read_form
@@ -54,9 +55,7 @@ def _validate(fields: dict[str, Any]) -> TranscriptionRequest:
     try:
         body = TranscriptionRequest.model_validate(fields)
     except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        raise InvalidRequest(f"{where}: {first.get('msg')}", param=where or None) from None
+        raise invalid_request(exc) from None
     if "word" in body.timestamp_granularities:
         raise InvalidRequest(
             "word timestamps are not supported (Triton's speech models return no attention "
@@ -98,7 +97,7 @@ def _chunking(body: TranscriptionRequest) -> TurnDetection | None:
     try:
         return replace(SERVER_VAD, **given)
     except InvalidRequest as exc:
-        raise exc.revised(param=f"chunking_strategy.{exc.param}") from exc
+        raise exc.within(("chunking_strategy",)) from exc
 
 
 async def _serve(request: Request, task: Task) -> Response:

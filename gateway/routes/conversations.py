@@ -20,13 +20,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from gateway.auth import key_id
-from gateway.errors import InvalidRequest, NotFound, echoed
+from gateway.errors import Location, NotFound, echoed
 from gateway.pipeline.responses_input import normalise
 from gateway.protocol.conversations import ConversationCreate, ConversationUpdate, ItemsCreate
 from gateway.routes import openapi
 from gateway.routes.body import parse_body
 from gateway.routes.responses import list_params, paged
-from gateway.routes.state import runtime_of
+from gateway.routes.state import name_fields, runtime_of
 from gateway.runtime import Runtime
 from gateway.store import StoredConversation
 
@@ -49,17 +49,18 @@ def _missing(conversation_id: str) -> NotFound:
     )
 
 
-def _items(raw: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def as_items(at: Location) -> Location:
+    """``errors.FieldNames`` of the conversation endpoints: the items they take are a
+    Responses ``input`` (``normalise`` names them so) sent as ``items``."""
+    return ("items", *at[1:]) if at[:1] == ("input",) else at
+
+
+def _items(request: Request, raw: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Input items as stored (each with an id), their refusals named ``items[i]``."""
     if not raw:
         return []
-    try:
-        return normalise(raw)
-    except InvalidRequest as exc:
-        if exc.param is not None and exc.param.startswith("input"):
-            param = "items" + exc.param.removeprefix("input")
-            raise exc.revised(message=exc.message.replace("input[", "items["), param=param) from exc
-        raise
+    name_fields(request, as_items)
+    return normalise(raw)
 
 
 def _store(request: Request) -> tuple[Runtime, str]:
@@ -78,7 +79,7 @@ async def _body(request: Request, model: type[Any]) -> Any:
 async def create_conversation(request: Request) -> Response:
     runtime, scope = _store(request)
     body: ConversationCreate = await _body(request, ConversationCreate)
-    items = _items(body.items or [])
+    items = _items(request, body.items or [])
     conversation = StoredConversation(
         f"conv_{secrets.token_hex(24)}", scope, time.time(), body.metadata or {}
     )
@@ -118,7 +119,7 @@ async def add_items(request: Request, conversation_id: str) -> Response:
     runtime, scope = _store(request)
     list_params(request)  # include is checked as for listing
     body: ItemsCreate = await _body(request, ItemsCreate)
-    items = _items(body.items)
+    items = _items(request, body.items)
     if not await runtime.store.add_items(conversation_id, scope, items):
         raise _missing(conversation_id)
     return JSONResponse(

@@ -25,11 +25,12 @@ from gateway.pipeline.responses_job import (
     prepare_response,
     stored,
 )
+from gateway.pipeline.responses_names import ResponsesNames
 from gateway.protocol.responses import ResponsesRequest
 from gateway.routes import background, background_stream, openapi
 from gateway.routes.answer import Answer, Events, answer, relays
 from gateway.routes.body import parse_body
-from gateway.routes.state import runtime_of
+from gateway.routes.state import name_fields, runtime_of
 from gateway.store import StoredResponse
 from gateway.streaming.response_events import ResponseBuilder, ResponseEvents, new_response_id
 
@@ -47,14 +48,16 @@ async def create_response(request: Request) -> Response:
     record.set_model(body.model, body.model in runtime.models)
     record.stream = body.stream
     builder = ResponseBuilder(new_response_id(), int(time.time()), echo(body))
+    names = ResponsesNames()  # chat's field names in this request's errors, as it sent them
+    name_fields(request, names)
 
     if body.background:  # prepared here (so a bad request is still a 400), run detached
-        job = await draft_response(body, runtime, key_id(request.state), builder)
+        job = await draft_response(body, runtime, key_id(request.state), builder, names)
         prepared = await prepare_response(job, runtime)
         return await background.start(job, prepared, runtime, request.state.request_id, record)
 
     async def begin() -> Events:
-        job = await draft_response(body, runtime, key_id(request.state), builder)
+        job = await draft_response(body, runtime, key_id(request.state), builder, names)
         prepared = await prepare_response(job, runtime)
         record.media_items = prepared[0].media_items
         events = relays(prepared, request.state.request_id, record)
@@ -82,9 +85,11 @@ async def count_input_tokens(request: Request) -> Response:
     )
     record.set_model(body.model, body.model in runtime.models)
     builder = ResponseBuilder(new_response_id(), int(time.time()), echo(body))
+    names = ResponsesNames()  # chat's field names in this request's errors, as it sent them
+    name_fields(request, names)
 
     async def begin() -> Events:
-        job = await draft_response(body, runtime, key_id(request.state), builder)
+        job = await draft_response(body, runtime, key_id(request.state), builder, names)
         contract = await runtime.model(body.model).get_contract()
         if not {"return_num_input_tokens", "num_input_tokens"} <= {
             *contract.inputs,

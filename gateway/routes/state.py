@@ -1,10 +1,22 @@
-"""The app's running state, typed: ``app.state`` is an untyped bag, read once here."""
+"""The app's running state, typed: ``app.state`` and ``request.state`` are untyped bags, read
+here only.
+
+``runtime_of`` is the routes' dependency (``RuntimeDep``: ``Depends`` on it); ``name_fields``
+/ ``field_names_of`` carry the endpoint's ``errors.FieldNames`` from the route that knows them
+to the error handler that writes the body.
+"""
 
 from __future__ import annotations
 
+from typing import Annotated
+
+from fastapi import Depends
 from starlette.requests import HTTPConnection
 
+from gateway.errors import FieldNames, same_names
 from gateway.runtime import Runtime
+
+__all__ = ["RuntimeDep", "field_names_of", "name_fields", "runtime_of"]
 
 
 def runtime_of(connection: HTTPConnection) -> Runtime:
@@ -13,3 +25,19 @@ def runtime_of(connection: HTTPConnection) -> Runtime:
     if not isinstance(runtime, Runtime):
         raise RuntimeError("the app has no runtime: it is not started")
     return runtime
+
+
+# A route's parameter ``runtime: RuntimeDep`` is the app's runtime, typed.
+RuntimeDep = Annotated[Runtime, Depends(runtime_of)]
+
+
+def name_fields(connection: HTTPConnection, names: FieldNames) -> None:
+    """Write this request's errors with ``names`` (an endpoint whose fields chat's pipeline
+    names otherwise)."""
+    connection.state.field_names = names
+
+
+def field_names_of(connection: HTTPConnection) -> FieldNames:
+    """The names this request's errors are written with (chat's own unless a route said)."""
+    names = getattr(connection.state, "field_names", None)
+    return names if callable(names) else same_names
