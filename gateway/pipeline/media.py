@@ -217,7 +217,7 @@ async def prepare_media(
     if sampling is None and family.image_sizes_tensor is not None:
         array = family.image_sizes([item.size for item in items])
         sizes = (family.image_sizes_tensor, array) if array is not None else None
-    extra_id = runtime.extra_ids.extra_id(content)
+    extra_id = runtime.media.extra_ids.extra_id(content)
     return PreparedMedia((name, tensor), extra_id, len(parts), sizes)
 
 
@@ -248,7 +248,7 @@ async def _prepare_audio(parts: Sequence[MediaPart], runtime: Runtime) -> Prepar
             param="messages",
         )
     part = parts[0]
-    limits = runtime.settings.media.audio_limits()
+    limits = runtime.media.limits.audio
     try:
         item = await _decode(part, runtime, await _bytes(part, runtime), prepare_audio, limits)
     except GatewayError as exc:
@@ -261,10 +261,10 @@ async def decode_upload(data: bytes, runtime: Runtime) -> np.ndarray[Any, Any]:
     metrics = runtime.metrics
     metrics.media_fetched("audio", 0.0, len(data))  # an upload: its bytes are already here
     try:
-        item: PreparedItem = await runtime.offload.run(
+        item: PreparedItem = await runtime.media.decoder.run(
             prepare_audio,
             data,
-            runtime.settings.media.audio_limits(),
+            runtime.media.limits.audio,
             what="the audio",
             on_wait=lambda seconds: metrics.queued("decode", seconds),
         )
@@ -288,15 +288,15 @@ async def _load(
     """Fetch one part, then prepare it: a still image the header bounds in the thread lane,
     anything else (or one the lane refuses) in a worker process."""
     data = await _bytes(part, runtime)
-    limits = runtime.settings.media
+    limits = runtime.media.limits  # built once, not for each item
     if part.kind == "video":
         assert sampling is not None
-        args: tuple[Any, ...] = (limits.video_limits(), sampling, served.family, digest)
+        args: tuple[Any, ...] = (limits.video, sampling, served.family, digest)
         return await _decode(part, runtime, data, prepare_video, *args)
-    image_limits = limits.image_limits()
-    args = (served.family, limits.image.jpeg_draft_margin, digest)
+    image_limits = limits.image
+    args = (served.family, runtime.settings.media.image.jpeg_draft_margin, digest)
     assert isinstance(data, bytes)  # a list of frames is refused unless the part is a video
-    lane = runtime.offload.threads
+    lane = runtime.media.decoder.threads
     item = None
     if lane is not None and lane.limits.takes(data):
         try:
@@ -316,7 +316,7 @@ async def _bytes(part: MediaPart, runtime: Runtime) -> bytes | FrameList:
     data: bytes | FrameList
     try:
         if part.url is not None:
-            fetched = await runtime.fetcher.fetch(part.url)
+            fetched = await runtime.media.fetcher.fetch(part.url)
             data = fetched if isinstance(fetched, FrameList) else fetched.data
             if isinstance(data, FrameList) and part.kind != "video":
                 raise MediaURLError(
@@ -324,7 +324,7 @@ async def _bytes(part: MediaPart, runtime: Runtime) -> bytes | FrameList:
                     "it in a video_url part."
                 )
         else:
-            limit = runtime.settings.media.max_bytes
+            limit = runtime.media.limits.max_bytes
             data = decode_base64_payload(part.data or "", limit, "input_audio.data")
     except MediaURLError as exc:
         code = f"invalid_{part.kind}_url" if part.url is not None else "invalid_media"
@@ -345,7 +345,7 @@ async def _decode(
 ) -> PreparedItem:
     """Run ``job(data, *args)`` in the offload pool (or ``lane``) and report its timings."""
     metrics = runtime.metrics
-    run = lane.run if lane is not None else runtime.offload.run
+    run = lane.run if lane is not None else runtime.media.decoder.run
     submitted = time.perf_counter()
     item: PreparedItem = await run(
         job,

@@ -26,7 +26,8 @@ from gateway.protocol.invalid import invalid_request
 from gateway.routes import openapi
 from gateway.routes.answer import Answer, Events, answer
 from gateway.routes.form import read_form
-from gateway.routes.state import runtime_of
+from gateway.routes.state import RuntimeDep
+from gateway.runtime import Runtime
 from gateway.streaming import transcript as formats
 
 router = APIRouter()
@@ -35,13 +36,13 @@ _TEXT_FORMATS = {"text": formats.text_body, "srt": formats.srt_body, "vtt": form
 
 
 @router.post("/v1/audio/transcriptions", response_model=None, openapi_extra=openapi.TRANSCRIPTION)
-async def transcriptions(request: Request) -> Response:
-    return await _serve(request, "transcribe")
+async def transcriptions(request: Request, runtime: RuntimeDep) -> Response:
+    return await _serve(request, runtime, "transcribe")
 
 
 @router.post("/v1/audio/translations", response_model=None, openapi_extra=openapi.TRANSCRIPTION)
-async def translations(request: Request) -> Response:
-    return await _serve(request, "translate")
+async def translations(request: Request, runtime: RuntimeDep) -> Response:
+    return await _serve(request, runtime, "translate")
 
 
 def _validate(fields: dict[str, Any]) -> TranscriptionRequest:
@@ -100,8 +101,7 @@ def _chunking(body: TranscriptionRequest) -> TurnDetection | None:
         raise exc.within(("chunking_strategy",)) from exc
 
 
-async def _serve(request: Request, task: Task) -> Response:
-    runtime = runtime_of(request)
+async def _serve(request: Request, runtime: Runtime, task: Task) -> Response:
     record = record_of(request.state)
     form = await read_form(request, runtime.settings.server.max_body_bytes)
     body = _validate(form.fields)

@@ -14,9 +14,10 @@ from fastapi import Depends
 from starlette.requests import HTTPConnection
 
 from gateway.errors import FieldNames, same_names
+from gateway.observability.metrics import GatewayMetrics
 from gateway.runtime import Runtime
 
-__all__ = ["RuntimeDep", "field_names_of", "name_fields", "runtime_of"]
+__all__ = ["MetricsDep", "RuntimeDep", "field_names_of", "metrics_of", "name_fields", "runtime_of"]
 
 
 def runtime_of(connection: HTTPConnection) -> Runtime:
@@ -29,6 +30,17 @@ def runtime_of(connection: HTTPConnection) -> Runtime:
 
 # A route's parameter ``runtime: RuntimeDep`` is the app's runtime, typed.
 RuntimeDep = Annotated[Runtime, Depends(runtime_of)]
+
+
+def metrics_of(connection: HTTPConnection) -> GatewayMetrics:
+    """The app's metrics (made with the app, before its runtime: /metrics answers without it)."""
+    metrics = connection.app.state.metrics
+    if not isinstance(metrics, GatewayMetrics):
+        raise RuntimeError("the app has no metrics")
+    return metrics
+
+
+MetricsDep = Annotated[GatewayMetrics, Depends(metrics_of)]
 
 
 def name_fields(connection: HTTPConnection, names: FieldNames) -> None:
