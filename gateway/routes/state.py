@@ -28,8 +28,13 @@ def runtime_of(connection: HTTPConnection) -> Runtime:
     return runtime
 
 
+async def _runtime(connection: HTTPConnection) -> Runtime:
+    # async: FastAPI runs a plain function dependency on its thread pool, a hop per request.
+    return runtime_of(connection)
+
+
 # A route's parameter ``runtime: RuntimeDep`` is the app's runtime, typed.
-RuntimeDep = Annotated[Runtime, Depends(runtime_of)]
+RuntimeDep = Annotated[Runtime, Depends(_runtime)]
 
 
 def metrics_of(connection: HTTPConnection) -> GatewayMetrics:
@@ -40,7 +45,11 @@ def metrics_of(connection: HTTPConnection) -> GatewayMetrics:
     return metrics
 
 
-MetricsDep = Annotated[GatewayMetrics, Depends(metrics_of)]
+async def _metrics(connection: HTTPConnection) -> GatewayMetrics:
+    return metrics_of(connection)
+
+
+MetricsDep = Annotated[GatewayMetrics, Depends(_metrics)]
 
 
 def name_fields(connection: HTTPConnection, names: FieldNames) -> None:
