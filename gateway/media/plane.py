@@ -8,7 +8,7 @@ an in-process test hands in an ``InProcessDecoder`` (no worker process) or a fet
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from gateway.media.audio import AudioLimits
@@ -51,6 +51,12 @@ class MediaPlane:
     decoder: Decoder
     limits: MediaLimits
     extra_ids: ExtraIdRegistry
+    # A still image's limits in the decoder's thread lane (tightened to its caps); None: no lane.
+    lane_image: ImageLimits | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        lane = self.decoder.threads
+        self.lane_image = lane.limits.image_limits(self.limits.image) if lane else None
 
     async def aclose(self) -> None:
         await self.fetcher.aclose()

@@ -300,7 +300,7 @@ async def _load(
     item = None
     if lane is not None and lane.limits.takes(data):
         try:
-            lane_limits = lane.limits.image_limits(image_limits)
+            lane_limits = runtime.media.lane_image
             item = await _decode(part, runtime, data, prepare_image, lane_limits, *args, lane=lane)
         except MediaTooLarge:
             pass  # PIL saw more than the header said: the worker decides, under every limit
