@@ -21,7 +21,7 @@ from gateway.pipeline.transcribe import (
     check_transcription,
     prepare_transcription,
 )
-from gateway.protocol.audio import UNSUPPORTED_FIELDS, TranscriptionRequest
+from gateway.protocol.audio import UNSUPPORTED_FIELDS, ServerVad, TranscriptionRequest
 from gateway.protocol.invalid import invalid_request
 from gateway.routes import openapi
 from gateway.routes.answer import Answer, Events, answer
@@ -55,8 +55,8 @@ def _validate(fields: dict[str, Any]) -> TranscriptionRequest:
             )
     try:
         body = TranscriptionRequest.model_validate(fields)
-    except ValidationError as exc:
-        raise invalid_request(exc) from None
+    except ValidationError as exc:  # ServerVad: the union member pydantic tried, not a field
+        raise invalid_request(exc, tags=frozenset({ServerVad.__name__})) from None
     if "word" in body.timestamp_granularities:
         raise InvalidRequest(
             "word timestamps are not supported (Triton's speech models return no attention "

@@ -352,7 +352,7 @@ def _parse(payload: Any) -> Any:
         return _EVENTS.validate_python(payload)
     except ValidationError as exc:  # its first step is the event type, a union's tag
         error = invalid_request(exc, tags=frozenset({kind}), code="invalid_value")
-        raise error.located((), item=kind) from None
+        raise error.located(None, item=kind) from None
 
 
 def _decode_base64(audio: str) -> bytes:
