@@ -19,13 +19,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from gateway.auth import ApiKeyMiddleware
 from gateway.config import Settings
 from gateway.drain import Drain, DrainMiddleware
-from gateway.errors import ClientError, GatewayError, InvalidRequest, StartupAborted
+from gateway.errors import ClientError, FieldNames, GatewayError, StartupAborted, same_names
 from gateway.observability.access import AccessMiddleware
 from gateway.observability.deadline import BodyDeadlineMiddleware, MinRate
 from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.middleware import InFlightLimitMiddleware, RequestIdMiddleware
 from gateway.observability.tracing import tracing_from
 from gateway.pipeline.realtime.registry import Sessions
+from gateway.protocol.invalid import invalid_request
 from gateway.routes import (
     audio,
     background,
@@ -41,20 +42,23 @@ from gateway.routes import (
     responses,
     ui,
 )
+from gateway.routes.state import field_names_of
 from gateway.runtime import Runtime, build_runtime
 
 log = logging.getLogger(__name__)
 
 
-def _error_response(error: GatewayError, status: int | None = None) -> JSONResponse:
-    return JSONResponse(error.to_body(), status_code=status or error.status_code)
+def _error_response(
+    error: GatewayError, status: int | None = None, names: FieldNames = same_names
+) -> JSONResponse:
+    return JSONResponse(error.to_body(names), status_code=status or error.status_code)
 
 
 async def _gateway_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, GatewayError)
     if exc.status_code >= 500:
         log.warning("request failed: %s", exc.message)
-    response = _error_response(exc)
+    response = _error_response(exc, names=field_names_of(request))  # param named as sent
     if exc.retry_after_s is not None:
         response.headers["Retry-After"] = str(exc.retry_after_s)
     return response
@@ -75,7 +79,9 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
-    return _error_response(InvalidRequest(str(exc)))
+    """FastAPI's own validation (a path or query parameter): the one translator's 400."""
+    assert isinstance(exc, RequestValidationError)
+    return _error_response(invalid_request(exc.errors()))
 
 
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:

@@ -50,7 +50,8 @@ An error with ``retry_after_s`` set is answered with a ``Retry-After`` header.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import re
+from typing import Any, Protocol
 
 from typing_extensions import Self
 
@@ -60,57 +61,140 @@ class StartupAborted(Exception):
     would print for it adds nothing (``observability/logging.py`` leaves it out)."""
 
 
+Step = str | int
+# Where in the request an error is: ("messages", 3, "content", 1, "image_url"). An endpoint
+# names it as its own wire does (``FieldNames``) when the error body is written.
+Location = tuple[Step, ...]
+# An error message: text, or text and the places it names (each rendered like ``param``).
+Message = str | tuple[str | Location, ...]
+
+
+class FieldNames(Protocol):
+    """How one endpoint names a place in the request (the Responses API says ``input[2]``
+    where the chat pipeline it reuses says ``messages[3]``)."""
+
+    def __call__(self, at: Location) -> Location: ...
+
+
+def same_names(at: Location) -> Location:
+    """The chat pipeline's own names: every endpoint whose wire they are."""
+    return at
+
+
+_STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def location_of(path: str) -> Location:
+    """``"messages[3].content"`` as its steps; a path that does not read back the same (a key
+    with brackets in it) stays one step."""
+    steps: Location = tuple(int(index) if index else name for name, index in _STEP.findall(path))
+    return steps if rendered(steps) == path else (path,)
+
+
+def rendered(at: Location) -> str:
+    """``("messages", 3, "content")`` as OpenAI's ``param`` writes it: ``messages[3].content``."""
+    out: list[str] = []
+    for step in at:
+        out.append(f"[{step}]" if isinstance(step, int) else ("." if out else "") + step)
+    return "".join(out)
+
+
 class GatewayError(Exception):
-    """Base of every error the gateway raises on purpose."""
+    """Base of every error the gateway raises on purpose.
+
+    ``param`` is kept as a location (``param="messages[3].content"`` is read into its steps) and
+    written, like any place a ``Message`` names, by the endpoint's ``FieldNames`` only when the
+    body is written: the same mistake reads the same on every endpoint. ``items`` say which of
+    several media items (or frames) the error is about: ``image 2 of 3: ...``."""
 
     status_code: int = 500
     error_type: str = "server_error"
     default_code: str = "internal_error"
     retry_after_s: int | None = None  # seconds, sent as Retry-After when set
 
-    def __init__(self, message: str, *, param: str | None = None, code: str | None = None):
+    def __init__(
+        self, message: Message, *, param: str | Location | None = None, code: str | None = None
+    ):
         super().__init__(message)
-        self._message = message
-        self._param = param
+        self._text = message
+        self._location = location_of(param) if isinstance(param, str) else param
         self._code = code or self.default_code
+        self._items: tuple[str, ...] = ()
 
     # Read-only: an error says what it said when it was raised. A layer that knows more (which
-    # part of the request it was) raises a ``revised`` copy instead of editing this one.
+    # part of the request it was) raises a ``located`` copy instead of editing this one.
     @property
     def message(self) -> str:
-        return self._message
+        return self.message_as(same_names)
 
     @property
     def param(self) -> str | None:
-        return self._param
+        return self.param_as(same_names)
+
+    @property
+    def location(self) -> Location | None:
+        return self._location
 
     @property
     def code(self) -> str:
         return self._code
 
-    def revised(
-        self, *, message: str | None = None, param: str | None = None, code: str | None = None
-    ) -> Self:
-        """A copy of this error (same class, status and type) with these fields replaced."""
+    def __str__(self) -> str:
+        return self.message
+
+    def message_as(self, names: FieldNames) -> str:
+        text = self._text
+        if not isinstance(text, str):
+            text = "".join(p if isinstance(p, str) else rendered(names(p)) for p in text)
+        return ": ".join((*self._items, text))
+
+    def param_as(self, names: FieldNames) -> str | None:
+        return None if self._location is None else rendered(names(self._location))
+
+    def _copy(self) -> Self:
         copy = type(self).__new__(type(self))
         copy.__dict__.update(self.__dict__)
-        copy._message = self._message if message is None else message
-        copy._param = self._param if param is None else param
-        copy._code = self._code if code is None else code
-        copy.args = (copy._message,)
+        copy.args = self.args
         return copy
 
-    def located(self, param: str) -> Self:
-        """This error naming ``param`` as its field, unless it names one already."""
-        return self if self._param is not None else self.revised(param=param)
+    def revised(
+        self, *, message: Message | None = None, param: str | None = None, code: str | None = None
+    ) -> Self:
+        """A copy of this error (same class, status and type) with these fields replaced."""
+        copy = self._copy()
+        if message is not None:
+            copy._text, copy._items, copy.args = message, (), (message,)
+        if param is not None:
+            copy._location = location_of(param)
+        copy._code = self._code if code is None else code
+        return copy
 
-    def to_body(self) -> dict[str, Any]:
-        """The OpenAI error object for this error."""
+    def located(self, at: str | Location | None, *, item: str | None = None) -> Self:
+        """This error at ``at`` (unless it names a place already), about ``item`` (``image 2
+        of 3``) when the request has several."""
+        if item is None and (self._location is not None or not at):
+            return self
+        copy = self._copy()
+        if copy._location is None and at:
+            copy._location = location_of(at) if isinstance(at, str) else at
+        if item is not None:
+            copy._items = (item, *self._items)
+        return copy
+
+    def within(self, outer: Location) -> Self:
+        """This error's place inside ``outer``: a check of a nested object that was told its
+        fields only (``threshold`` is ``chunking_strategy.threshold``)."""
+        copy = self._copy()
+        copy._location = outer + (self._location or ())
+        return copy
+
+    def to_body(self, names: FieldNames = same_names) -> dict[str, Any]:
+        """The OpenAI error object for this error, its places as ``names`` says them."""
         return {
             "error": {
-                "message": self.message,
+                "message": self.message_as(names),
                 "type": self.error_type,
-                "param": self.param,
+                "param": self.param_as(names),
                 "code": self.code,
             }
         }

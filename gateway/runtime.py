@@ -25,6 +25,7 @@ from gateway.media.decoder import Decoder
 from gateway.media.fetch import MediaFetcher
 from gateway.media.identity import ExtraIdRegistry
 from gateway.media.offload import Offloader, OffloadLimits
+from gateway.media.plane import Fetcher, MediaPlane
 from gateway.observability.metrics import GatewayMetrics
 from gateway.sandbox import SandboxPool, VerdictCache
 from gateway.store import PostgresStore, ResponseStore, Retention, SqliteStore
@@ -198,10 +199,13 @@ class BackgroundWork:
 
 @dataclass
 class Runtime:
+    """What a running gateway holds. Routes get it typed (``routes/state.RuntimeDep``); the
+    media pipeline asks for its narrow services only (``media``: the plane built once)."""
+
     settings: Settings
     models: dict[str, ServedRuntime]
     clients: dict[str, TritonBackend]
-    fetcher: MediaFetcher
+    fetcher: Fetcher
     extra_ids: ExtraIdRegistry
     # Media decoding: worker processes, bounded, a time budget per item (``mmgw serve``), or
     # the in-process decoder of in-process tests.
@@ -216,8 +220,13 @@ class Runtime:
     # Guides are compiled in sandboxed processes, started on the first guide (none before).
     guide_sandbox: SandboxPool = field(init=False)
     guide_verdicts: VerdictCache = field(init=False)
+    # The fetcher, decoder and id registry above, with every media limit built once.
+    media: MediaPlane = field(init=False)
 
     def __post_init__(self) -> None:
+        self.media = MediaPlane(
+            self.fetcher, self.offload, self.settings.media.limits(), self.extra_ids
+        )
         if self.responses is None:
             self.responses = response_store(self.settings)
         self.background = BackgroundWork(self.settings.responses.max_background)
@@ -275,8 +284,7 @@ class Runtime:
         await self.readiness.stop()
         await self.background.stop(self.settings.server.drain_timeout_s)  # they write the store
         await self.store.close()
-        await self.fetcher.aclose()
-        await self.offload.aclose()
+        await self.media.aclose()
         await self.guide_sandbox.aclose()
         for client in self.clients.values():
             await client.close()

@@ -17,6 +17,7 @@ from gateway.media.fetch import FetchLimits
 from gateway.media.image import ImageLimits
 from gateway.media.offload import OffloadLimits
 from gateway.media.pdf import PdfLimits
+from gateway.media.plane import MediaLimits
 from gateway.media.threads import ThreadLimits
 from gateway.media.video import VideoLimits
 
@@ -139,6 +140,12 @@ class MediaSettings(Strict):
 
     def audio_limits(self) -> AudioLimits:
         return AudioLimits(max_bytes=self.max_bytes, max_duration_s=self.audio.max_duration_s)
+
+    def limits(self) -> MediaLimits:
+        """Every limit above, built once per gateway (``runtime.media``), not per item."""
+        return MediaLimits(
+            self.max_bytes, self.image_limits(), self.video_limits(), self.audio_limits()
+        )
 
 
 class FetchSettings(Strict):

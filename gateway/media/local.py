@@ -120,11 +120,14 @@ def _frame_list(payload: str, is_base64: bool) -> FrameList:
     return FrameList(payload, payload.count(",") + 1)
 
 
-def decode_base64_payload(payload: str, max_bytes: int, what: str) -> bytes:
+def decode_base64_payload(
+    payload: str, max_bytes: int, what: str, code: str | None = None
+) -> bytes:
     """Strictly decode base64 (standard or URL-safe, padding optional, whitespace and
     percent-escapes tolerated) after an exact size check on the cleaned encoded text.
 
-    Also decodes ``input_audio.data``; ``what`` names the payload in error messages.
+    Also decodes ``input_audio.data``; ``what`` names the payload in error messages, ``code``
+    is the refusal's (``invalid_video_url`` for a frame list's frame).
     """
     if len(payload) > 3 * max_bytes + 64:  # no encoding of max_bytes bytes is longer
         raise MediaTooLarge(f"{what} is over the limit of {max_bytes} bytes.")
@@ -142,7 +145,7 @@ def decode_base64_payload(payload: str, max_bytes: int, what: str) -> bytes:
     try:
         return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
     except (binascii.Error, ValueError):
-        raise MediaURLError(f"{what} is not valid base64.") from None
+        raise MediaURLError(f"{what} is not valid base64.", code=code) from None
 
 
 def read_local_file(path: Path, root: Path, max_bytes: int) -> bytes:

@@ -81,10 +81,7 @@ def _sampled_bytes(frames: FrameList, chosen: set[int], max_bytes: int) -> dict[
         where = f"Frame {index + 1} of {frames.count} in the {FRAME_LIST_TYPE} frame list"
         if not text.strip():
             raise MediaURLError(f"{where} is empty.", code="invalid_video_url")
-        try:
-            data = decode_base64_payload(text, max_bytes, where)
-        except MediaURLError as exc:
-            raise exc.revised(code="invalid_video_url") from exc
+        data = decode_base64_payload(text, max_bytes, where, code="invalid_video_url")
         total += len(data)
         if total > max_bytes:
             raise MediaTooLarge(
@@ -101,7 +98,7 @@ def _decode(data: bytes, index: int, count: int, limits: ImageLimits) -> Image.I
     try:
         return decode_image(data, limits)
     except MediaError as exc:
-        raise exc.revised(message=f"frame {index + 1} of {count}: {exc.message}") from exc
+        raise exc.located(None, item=f"frame {index + 1} of {count}") from exc
 
 
 def _rgb(image: Image.Image, width: int, height: int) -> np.ndarray[Any, Any]:

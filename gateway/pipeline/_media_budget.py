@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gateway.config import MediaSettings
-from gateway.errors import MediaTooLarge
+from gateway.errors import Location, MediaTooLarge, Message
 from gateway.families.base import Family
 from gateway.media.image import read_header
 from gateway.pipeline._media_jobs import PreparedItem
@@ -38,11 +38,15 @@ def _image_budgets(served: ServedRuntime, limits: MediaSettings) -> list[tuple[i
 
 
 def _over_budget(
-    count: int, cap: int, who: str, what: str, param: str = "messages"
+    count: int, cap: int, who: str, what: Message, param: Location = ("messages",)
 ) -> MediaTooLarge:
+    said = (what,) if isinstance(what, str) else what
     return MediaTooLarge(
-        f"{what} {count} image tokens; {who} allows at most {cap} per request. Send fewer or "
-        "smaller images, or detail 'low' where the model has a choice of resolution.",
+        (
+            *said,
+            f" {count} image tokens; {who} allows at most {cap} per request. Send fewer or "
+            "smaller images, or detail 'low' where the model has a choice of resolution.",
+        ),
         param=param,
         code="image_token_budget_exceeded",
     )
@@ -77,5 +81,5 @@ def check_header_budget(
     fewest = min(count for count in counts if count is not None)
     for cap, who in budgets:
         if fewest > cap:
-            what = f"by its header, before decoding, {part.where} takes"
+            what = ("by its header, before decoding, ", part.where, " takes")
             raise _over_budget(fewest, cap, who, what, part.where)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from gateway.errors import InvalidRequest, echoed
+from gateway.errors import InvalidRequest, Location, echoed
 from gateway.families.base import Conversation, Turn
 from gateway.families.tool_formats.base import ToolCall
 from gateway.protocol.chat import (
@@ -24,6 +24,7 @@ from gateway.protocol.chat import (
     TextPart,
     VideoURLPart,
 )
+from gateway.protocol.structured import FunctionCall
 
 MediaKind = Literal["image", "video", "audio"]
 
@@ -33,7 +34,7 @@ class MediaPart:
     """One media part: a URL (http, https, data:, file:) or, for ``input_audio``, base64 data."""
 
     kind: MediaKind
-    where: str  # "messages[2].content[1]"
+    where: Location  # ("messages", 2, "content", 1)
     url: str | None = None
     data: str | None = None  # input_audio.data (base64)
     format: str | None = None  # input_audio.format ("wav", "mp3")
@@ -50,7 +51,7 @@ class ParsedChat:
         return tuple(p.url for p in self.media if p.kind == "image" and p.url is not None)
 
 
-def _media_part(part: object, where: str) -> MediaPart | None:
+def _media_part(part: object, where: Location) -> MediaPart | None:
     if isinstance(part, ImageURLPart):
         return MediaPart("image", where, url=part.image_url.url, detail=part.image_url.detail)
     if isinstance(part, VideoURLPart):
@@ -64,7 +65,7 @@ def _media_part(part: object, where: str) -> MediaPart | None:
 
 
 def _message_parts(
-    message: ChatMessage, index: int, origins: Mapping[str, str]
+    message: ChatMessage, index: int, origins: Mapping[Location, Location]
 ) -> tuple[str, list[MediaPart]]:
     """The text of one message and the media parts it carries (``origins``: a part that
     stands for part of another, a PDF's page, is named by what the client sent)."""
@@ -76,7 +77,7 @@ def _message_parts(
     texts: list[str] = []
     media: list[MediaPart] = []
     for part_index, part in enumerate(content):
-        where = f"messages[{index}].content[{part_index}]"
+        where: Location = ("messages", index, "content", part_index)
         where = origins.get(where, where)
         if isinstance(part, TextPart):
             texts.append(part.text)
@@ -84,13 +85,13 @@ def _message_parts(
         item = _media_part(part, where)
         if item is None:
             raise InvalidRequest(
-                f"content part type '{part.type}' is not supported ({where})",
+                (f"content part type '{part.type}' is not supported (", where, ")"),
                 param=where,
                 code="unsupported_content_part",
             )
         if message.role != "user":
             raise InvalidRequest(
-                f"{item.kind} parts are only allowed in user messages ({where})", param=where
+                (f"{item.kind} parts are only allowed in user messages (", where, ")"), param=where
             )
         media.append(item)
     return "\n".join(texts), media
@@ -116,22 +117,22 @@ def _tool_calls(message: ChatMessage, index: int) -> tuple[ToolCall, ...]:
     if message.role != "assistant":
         if message.tool_calls or message.function_call:
             raise InvalidRequest(
-                f"only assistant messages carry tool calls (messages[{index}])",
-                param=f"messages[{index}].tool_calls",
+                ("only assistant messages carry tool calls (", ("messages", index), ")"),
+                param=("messages", index, "tool_calls"),
             )
         return ()
-    calls = [(c.id, c.function, f"tool_calls[{j}]") for j, c in enumerate(message.tool_calls or ())]
+    calls: list[tuple[str, FunctionCall, Location]] = [
+        (c.id, c.function, ("tool_calls", j)) for j, c in enumerate(message.tool_calls or ())
+    ]
     if message.function_call is not None:
-        calls.append((f"call_{index}", message.function_call, "function_call"))
+        calls.append((f"call_{index}", message.function_call, ("function_call",)))
     parsed = []
     for call_id, function, where in calls:
         try:
             json.loads(function.arguments)
         except ValueError:
-            raise InvalidRequest(
-                f"messages[{index}].{where}.function.arguments is not JSON",
-                param=f"messages[{index}].{where}.function.arguments",
-            ) from None
+            at = ("messages", index, *where, "function", "arguments")
+            raise InvalidRequest((at, " is not JSON"), param=at) from None
         parsed.append(ToolCall(call_id, function.name, function.arguments))
     return tuple(parsed)
 
@@ -139,20 +140,22 @@ def _tool_calls(message: ChatMessage, index: int) -> tuple[ToolCall, ...]:
 def _check_answer(tool_call_id: str | None, calls: set[str], index: int) -> None:
     """A tool message answers a call an earlier assistant message made, as OpenAI requires
     (a result for no call would be rendered as the answer to nothing)."""
-    where = f"messages[{index}].tool_call_id"
+    message, where = ("messages", index), ("messages", index, "tool_call_id")
     if not tool_call_id:
-        message = f"messages[{index}] has role 'tool' and no 'tool_call_id'"
-        raise InvalidRequest(message, param=where)
+        raise InvalidRequest((message, " has role 'tool' and no 'tool_call_id'"), param=where)
     if tool_call_id not in calls:
         raise InvalidRequest(
-            f"messages[{index}] with role 'tool' answers tool_call_id {echoed(tool_call_id)}, "
-            "which no earlier assistant message's 'tool_calls' has",
+            (
+                message,
+                f" with role 'tool' answers tool_call_id {echoed(tool_call_id)}, "
+                "which no earlier assistant message's 'tool_calls' has",
+            ),
             param=where,
         )
 
 
 def parse_messages(
-    messages: list[ChatMessage], origins: Mapping[str, str] | None = None
+    messages: list[ChatMessage], origins: Mapping[Location, Location] | None = None
 ) -> ParsedChat:
     """Fold system/developer messages into one system text; keep the turns in order.
 
@@ -171,7 +174,8 @@ def parse_messages(
             continue
         turn = _turn(message, index, text, message_media)
         if not text and not message_media and not turn.tool_calls and turn.role != "tool":
-            raise InvalidRequest(f"messages[{index}] has no content", param=f"messages[{index}]")
+            at = ("messages", index)
+            raise InvalidRequest((at, " has no content"), param=at)
         if message.role == "tool":
             _check_answer(message.tool_call_id, calls, index)
         calls.update(call.id for call in turn.tool_calls)

@@ -24,6 +24,7 @@ from typing import Any
 from gateway.errors import (
     GatewayError,
     InvalidRequest,
+    Location,
     MediaURLError,
     TooManyMediaItems,
     UnsupportedMedia,
@@ -51,7 +52,7 @@ class Expanded:
     the part the client sent."""
 
     request: ChatCompletionRequest
-    origins: dict[str, str] = field(default_factory=dict)
+    origins: dict[Location, Location] = field(default_factory=dict)
     pages: int = 0
 
 
@@ -79,18 +80,18 @@ async def expand_documents(
             continue
         content: list[Any] = []
         for part_index, part in enumerate(message.content):
-            where = f"messages[{index}].content[{part_index}]"
+            where: Location = ("messages", index, "content", part_index)
             if not isinstance(part, FilePart):
                 content.append(part)
                 continue
             if message.role != "user":
                 raise InvalidRequest(
-                    f"file parts are only allowed in user messages ({where})", param=where
+                    ("file parts are only allowed in user messages (", where, ")"), param=where
                 )
             document = await _render(part, where, served, runtime, budget)
             pages = _page_parts(document, part.file.filename)
             for page_part in pages[: len(document.pages)]:
-                expanded.origins[f"messages[{index}].content[{len(content)}]"] = where
+                expanded.origins[("messages", index, "content", len(content))] = where
                 content.append(page_part)
             content.extend(pages[len(document.pages) :])
             expanded.pages += len(document.pages)
@@ -143,12 +144,12 @@ class _PageBudget:
 
 
 async def _render(
-    part: FilePart, where: str, served: ServedRuntime, runtime: Runtime, budget: _PageBudget
+    part: FilePart, where: Location, served: ServedRuntime, runtime: Runtime, budget: _PageBudget
 ) -> RenderedDocument:
     left, why = budget.left()
     if left == 0:  # no page could go: say so before fetching or parsing anything
         raise TooManyMediaItems(
-            f"{where}: a PDF's pages are sent as images; {why}",
+            (where, f": a PDF's pages are sent as images; {why}"),
             param=where,
             code="unsupported_content_part" if served.family.image_tensor is None else None,
         )
@@ -156,7 +157,7 @@ async def _render(
     settings = runtime.settings.media.pdf
     submitted = time.perf_counter()
     try:
-        document: RenderedDocument = await runtime.offload.run(
+        document: RenderedDocument = await runtime.media.decoder.run(
             render_pdf,
             data,
             settings.pdf_limits(),
@@ -167,45 +168,51 @@ async def _render(
             timeout_s=settings.render_timeout_s,
         )
     except GatewayError as exc:
-        raise exc.revised(message=f"{where}: {exc.message}").located(where) from exc
+        raise exc.revised(message=(where, f": {exc.message}")).located(where) from exc
     budget.used += len(document.pages)
     runtime.metrics.media_decoded("document", document.render_s, document.pixels)
     phase("media.render_pdf", submitted, pages=len(document.pages))
     return document
 
 
-async def _document_bytes(part: FilePart, where: str, runtime: Runtime) -> bytes:
+async def _document_bytes(part: FilePart, where: Location, runtime: Runtime) -> bytes:
     """The document's bytes: ``file_data`` (a data: URL or bare base64) or ``file_url``."""
     file = part.file
     if file.file_id is not None:
         raise InvalidRequest(
-            f"{where}: this gateway has no Files API, so file_id cannot be read; send the "
-            "document inline as file.file_data (a data:application/pdf;base64 URL)",
-            param=f"{where}.file.file_id",
+            (
+                where,
+                ": this gateway has no Files API, so file_id cannot be read; send the "
+                "document inline as file.file_data (a data:application/pdf;base64 URL)",
+            ),
+            param=(*where, "file", "file_id"),
             code="unsupported_parameter",
         )
     if (file.file_data is None) == (file.file_url is None):
         raise InvalidRequest(
-            f"{where}: a file part needs exactly one of file.file_data and file.file_url",
-            param=f"{where}.file",
+            (where, ": a file part needs exactly one of file.file_data and file.file_url"),
+            param=(*where, "file"),
         )
     url = file.file_url or file.file_data or ""
     if file.file_data is not None and not url.startswith("data:"):
         url = "data:application/pdf;base64," + url  # OpenAI's bare base64 form
     started = time.perf_counter()
     try:
-        fetched = await runtime.fetcher.fetch(url)
+        fetched = await runtime.media.fetcher.fetch(url)
     except MediaURLError as exc:
-        raise exc.revised(message=f"{where}: {exc.message}", code="invalid_file_url").located(
+        raise exc.revised(message=(where, f": {exc.message}"), code="invalid_file_url").located(
             where
         ) from exc
     except GatewayError as exc:
-        raise exc.revised(message=f"{where}: {exc.message}").located(where) from exc
+        raise exc.revised(message=(where, f": {exc.message}")).located(where) from exc
     if isinstance(fetched, FrameList) or not is_pdf(fetched.data):
         declared = "" if isinstance(fetched, FrameList) else f" ({fetched.content_type})"
         raise UnsupportedMedia(
-            f"{where}: file parts take PDF documents; this file is not one{declared}. Send "
-            "images, videos and audio in image_url, video_url and input_audio parts.",
+            (
+                where,
+                f": file parts take PDF documents; this file is not one{declared}. Send "
+                "images, videos and audio in image_url, video_url and input_audio parts.",
+            ),
             param=where,
         )
     runtime.metrics.media_fetched("document", time.perf_counter() - started, len(fetched.data))

@@ -158,7 +158,7 @@ def max_tokens(requested: int | None, param: str, served: ServedRuntime, cap: in
     if requested is not None:
         if requested > cap:
             raise InvalidRequest(
-                f"{param} is {requested}; this gateway allows at most {cap}", param=param
+                ((param,), f" is {requested}; this gateway allows at most {cap}"), param=param
             )
         return requested
     if served.config.default_max_tokens is not None:

@@ -100,10 +100,14 @@ def refuse_guide(asked: Asked | None) -> None:
     if asked is None:
         return
     raise InvalidRequest(
-        f"'{asked.param}' needs guided decoding, and NVIDIA's llmapi Triton model reads no "
-        "guided-decoding input (helpers.py get_sampling_params_from_request): send "
-        "tool_choice 'auto' or no output format, or serve the model on the engine path, whose "
-        "tensorrt_llm model takes guided_decoding_guide_type",
+        (
+            "'",
+            asked.param,
+            "' needs guided decoding, and NVIDIA's llmapi Triton model reads no "
+            "guided-decoding input (helpers.py get_sampling_params_from_request): send "
+            "tool_choice 'auto' or no output format, or serve the model on the engine path, whose "
+            "tensorrt_llm model takes guided_decoding_guide_type",
+        ),
         param=asked.param,
         code="unsupported_parameter",
     )
@@ -117,15 +121,19 @@ def refuse_forced_tool_choice(request: ChatCompletionRequest) -> None:
     if choice is None:
         choice, param = request.function_call, "function_call"
     if choice is not None and (choice == "required" or not isinstance(choice, str)):
-        refuse_guide(Asked(Guide("json"), param))
+        refuse_guide(Asked(Guide("json"), (param,)))
 
 
 def refuse_media_kinds(media: Sequence[MediaPart]) -> None:
     for part in media:
         if part.kind != "image":
             raise InvalidRequest(
-                f"NVIDIA's llmapi Triton model takes images only (its image_url input); "
-                f"{part.kind} input cannot be sent ({part.where})",
+                (
+                    "NVIDIA's llmapi Triton model takes images only (its image_url input); "
+                    f"{part.kind} input cannot be sent (",
+                    part.where,
+                    ")",
+                ),
                 param=part.where,
                 code="unsupported_content_part",
             )

@@ -100,7 +100,7 @@ def check_media(parts: Sequence[MediaPart], served: ServedRuntime, limits: Media
     for part in parts:
         if not _accepts(served.family, part.kind):
             raise InvalidRequest(
-                f"model '{model}' does not accept {part.kind} input ({part.where})",
+                (f"model '{model}' does not accept {part.kind} input (", part.where, ")"),
                 param=part.where,
                 code="unsupported_content_part",
             )
@@ -137,8 +137,10 @@ def check_family_images(parts: Sequence[MediaPart], served: ServedRuntime) -> No
         return
     first_over = images[limit].where
     raise TooManyMediaItems(
-        f"{first_over} is image {limit + 1} of this request; "
-        f"{family.image_limit_message(len(images))}",
+        (
+            first_over,
+            f" is image {limit + 1} of this request; {family.image_limit_message(len(images))}",
+        ),
         param=first_over,
     )
 
@@ -224,7 +226,7 @@ async def prepare_media(
         sizes = (family.image_sizes_tensor, array) if array is not None else None
     tokens = media_tokens(family, items, sampling is not None)
     check_image_budget(tokens, served, limits)
-    extra_id = runtime.extra_ids.extra_id(content)
+    extra_id = runtime.media.extra_ids.extra_id(content)
     return PreparedMedia((name, tensor), extra_id, len(parts), sizes, tokens=tokens)
 
 
@@ -255,7 +257,7 @@ async def _prepare_audio(parts: Sequence[MediaPart], runtime: Runtime) -> Prepar
             param="messages",
         )
     part = parts[0]
-    limits = runtime.settings.media.audio_limits()
+    limits = runtime.media.limits.audio
     try:
         item = await _decode(part, runtime, await _bytes(part, runtime), prepare_audio, limits)
     except GatewayError as exc:
@@ -268,10 +270,10 @@ async def decode_upload(data: bytes, runtime: Runtime) -> np.ndarray[Any, Any]:
     metrics = runtime.metrics
     metrics.media_fetched("audio", 0.0, len(data))  # an upload: its bytes are already here
     try:
-        item: PreparedItem = await runtime.offload.run(
+        item: PreparedItem = await runtime.media.decoder.run(
             prepare_audio,
             data,
-            runtime.settings.media.audio_limits(),
+            runtime.media.limits.audio,
             what="the audio",
             on_wait=lambda seconds: metrics.queued("decode", seconds),
         )
@@ -295,20 +297,20 @@ async def _load(
     """Fetch one part, then prepare it: a still image the header bounds in the thread lane,
     anything else (or one the lane refuses) in a worker process."""
     data = await _bytes(part, runtime)
-    limits = runtime.settings.media
+    limits = runtime.media.limits  # built once, not for each item
     if part.kind == "video":
         assert sampling is not None
-        args: tuple[Any, ...] = (limits.video_limits(), sampling, served.family, digest)
+        args: tuple[Any, ...] = (limits.video, sampling, served.family, digest)
         return await _decode(part, runtime, data, prepare_video, *args)
-    image_limits = limits.image_limits()
-    args = (served.family, limits.image.jpeg_draft_margin, digest, part.detail)
+    image_limits = limits.image
+    args = (served.family, runtime.settings.media.image.jpeg_draft_margin, digest, part.detail)
     assert isinstance(data, bytes)  # a list of frames is refused unless the part is a video
-    check_header_budget(data, part, served, limits)
-    lane = runtime.offload.threads
+    check_header_budget(data, part, served, runtime.settings.media)
+    lane = runtime.media.decoder.threads
     item = None
     if lane is not None and lane.limits.takes(data):
         try:
-            lane_limits = lane.limits.image_limits(image_limits)
+            lane_limits = runtime.media.lane_image
             item = await _decode(part, runtime, data, prepare_image, lane_limits, *args, lane=lane)
         except MediaTooLarge:
             pass  # PIL saw more than the header said: the worker decides, under every limit
@@ -324,7 +326,7 @@ async def _bytes(part: MediaPart, runtime: Runtime) -> bytes | FrameList:
     data: bytes | FrameList
     try:
         if part.url is not None:
-            fetched = await runtime.fetcher.fetch(part.url)
+            fetched = await runtime.media.fetcher.fetch(part.url)
             data = fetched if isinstance(fetched, FrameList) else fetched.data
             if isinstance(data, FrameList) and part.kind != "video":
                 raise MediaURLError(
@@ -332,7 +334,7 @@ async def _bytes(part: MediaPart, runtime: Runtime) -> bytes | FrameList:
                     "it in a video_url part."
                 )
         else:
-            limit = runtime.settings.media.max_bytes
+            limit = runtime.media.limits.max_bytes
             data = decode_base64_payload(part.data or "", limit, "input_audio.data")
     except MediaURLError as exc:
         code = f"invalid_{part.kind}_url" if part.url is not None else "invalid_media"
@@ -353,7 +355,7 @@ async def _decode(
 ) -> PreparedItem:
     """Run ``job(data, *args)`` in the offload pool (or ``lane``) and report its timings."""
     metrics = runtime.metrics
-    run = lane.run if lane is not None else runtime.offload.run
+    run = lane.run if lane is not None else runtime.media.decoder.run
     submitted = time.perf_counter()
     item: PreparedItem = await run(
         job,
@@ -377,8 +379,8 @@ def _successes(
         if isinstance(result, GatewayError):
             total = sum(1 for p in parts if p.kind == part.kind)
             number = sum(1 for p in parts[: index + 1] if p.kind == part.kind)
-            message = f"{part.kind} {number} of {total}: {result.message}"
-            raise result.revised(message=message).located(part.where) from result
+            item = f"{part.kind} {number} of {total}"
+            raise result.located(part.where, item=item) from result
         if isinstance(result, BaseException):
             raise result
     return [r for r in results if isinstance(r, PreparedItem)]

@@ -18,8 +18,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from gateway.errors import InvalidRequest
+from gateway.errors import InvalidRequest, Location
 from gateway.protocol.chat import ChatMessage
+from gateway.protocol.invalid import invalid_request
 from gateway.protocol.responses import (
     ITEM_TYPES,
     FunctionCallItem,
@@ -56,30 +57,27 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex}"
 
 
-def _checked(raw: object, where: str) -> InputItem:
+def _checked(raw: object, where: Location) -> InputItem:
     """One raw input item as its type, or a 400 naming it."""
     if not isinstance(raw, dict):
-        raise InvalidRequest(f"{where}: an input item must be an object", param=where)
+        raise InvalidRequest((where, ": an input item must be an object"), param=where)
     kind = raw.get("type", "message")
     model = ITEM_TYPES.get(kind) if isinstance(kind, str) else None
     if model is None:
         if kind in KNOWN_ITEM_TYPES:
             raise InvalidRequest(
-                f"input items of type '{kind}' are not supported by this gateway ({where})",
-                param=f"{where}.type", code="unsupported_parameter",
+                (f"input items of type '{kind}' are not supported by this gateway (", where, ")"),
+                param=(*where, "type"), code="unsupported_parameter",
             )  # fmt: skip
         raise InvalidRequest(
-            f"{where}.type: unknown input item type {kind!r}; expected 'message', "
-            "'function_call' or 'function_call_output'",
-            param=f"{where}.type", code="invalid_value",
+            ((*where, "type"), f": unknown input item type {kind!r}; expected 'message', "
+             "'function_call' or 'function_call_output'"),
+            param=(*where, "type"), code="invalid_value",
         )  # fmt: skip
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
-        errors = exc.errors(include_url=False)
-        deepest = max(errors, key=lambda error: len(error["loc"]))  # the union member that got
-        place = where + _place(deepest["loc"])  # furthest, as routes/body.py reports
-        raise InvalidRequest(f"{place}: {deepest['msg']}", param=place) from None
+        raise invalid_request(exc, where, tags=_PART_TYPES) from None
 
 
 _PART_TYPES = frozenset(
@@ -87,18 +85,7 @@ _PART_TYPES = frozenset(
 )
 
 
-def _place(loc: Sequence[int | str]) -> str:
-    """``.content[1].image_url``: pydantic's union members and tags left out."""
-    kept = []
-    for step in loc:
-        if isinstance(step, int):
-            kept.append(f"[{step}]")
-        elif "[" not in step and step not in ("str", "list") and step not in _PART_TYPES:
-            kept.append(f".{step}")
-    return "".join(kept)
-
-
-def _part(part: Any, role: str, where: str) -> dict[str, Any]:
+def _part(part: Any, role: str, where: Location) -> dict[str, Any]:
     """One content part in its stored shape (an assistant's text as ``output_text``)."""
     if isinstance(part, (InputText, OutputText)):
         if role == "assistant":
@@ -108,14 +95,14 @@ def _part(part: Any, role: str, where: str) -> dict[str, Any]:
         return {"type": "refusal", "refusal": part.refusal}
     if role != "user":
         raise InvalidRequest(
-            f"{part.type} parts are only allowed in user messages ({where})", param=where
+            (f"{part.type} parts are only allowed in user messages (", where, ")"), param=where
         )
     if isinstance(part, InputImage):
         if part.file_id is not None or part.image_url is None:
             raise InvalidRequest(
-                f"{where}: send the image as image_url (an http(s) or data: URL); this gateway "
-                "has no Files API for file_id",
-                param=f"{where}.file_id", code="unsupported_parameter",
+                (where, ": send the image as image_url (an http(s) or data: URL); this "
+                 "gateway has no Files API for file_id"),
+                param=(*where, "file_id"), code="unsupported_parameter",
             )  # fmt: skip
         return {"type": "input_image", "image_url": part.image_url, "detail": part.detail or "auto"}
     if isinstance(part, InputAudio):
@@ -123,19 +110,19 @@ def _part(part: Any, role: str, where: str) -> dict[str, Any]:
     return _file(part, where)
 
 
-def _file(part: InputFile, where: str) -> dict[str, Any]:
+def _file(part: InputFile, where: Location) -> dict[str, Any]:
     """An ``input_file`` the gateway can take: a PDF (``file_data``, a data: URL or bare
     base64; or ``file_url``, fetched as every media URL is), or an image, video or audio clip
     as a data: URL. No Files API, so ``file_id`` is refused."""
     if part.file_id is not None:
         raise InvalidRequest(
-            f"{where}: this gateway has no Files API, so file_id cannot be read; send the file "
-            "as file_data (a data: URL) or file_url",
-            param=f"{where}.file_id", code="unsupported_parameter",
+            (where, ": this gateway has no Files API, so file_id cannot be read; send the file "
+             "as file_data (a data: URL) or file_url"),
+            param=(*where, "file_id"), code="unsupported_parameter",
         )  # fmt: skip
     if (part.file_data is None) == (part.file_url is None):
         raise InvalidRequest(
-            f"{where}: input_file needs exactly one of file_data and file_url", param=where
+            (where, ": input_file needs exactly one of file_data and file_url"), param=where
         )
     stored: dict[str, Any] = {"type": "input_file", "filename": part.filename}
     if part.file_url is not None:
@@ -145,11 +132,11 @@ def _file(part: InputFile, where: str) -> dict[str, Any]:
     return stored
 
 
-def _content(item: MessageItem, where: str) -> list[dict[str, Any]]:
+def _content(item: MessageItem, where: Location) -> list[dict[str, Any]]:
     if isinstance(item.content, str):
         text = InputText(type="input_text", text=item.content)
         return [_part(text, item.role, where)]
-    return [_part(p, item.role, f"{where}.content[{i}]") for i, p in enumerate(item.content)]
+    return [_part(p, item.role, (*where, "content", i)) for i, p in enumerate(item.content)]
 
 
 def _output_text(output: str | list[Any]) -> str:
@@ -164,7 +151,7 @@ def normalise(raw: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [_message("user", [{"type": "input_text", "text": raw}])]
     stored: list[dict[str, Any]] = []
     for index, value in enumerate(raw):
-        where = f"input[{index}]"
+        where = ("input", index)
         item = _checked(value, where)
         if isinstance(item, MessageItem):
             stored.append(_message(item.role, _content(item, where)))
@@ -205,9 +192,9 @@ class ChatMessages:
     """Chat messages, and for each the Responses field it came from."""
 
     messages: list[dict[str, Any]] = field(default_factory=list)
-    origins: list[str] = field(default_factory=list)
+    origins: list[Location] = field(default_factory=list)
 
-    def add(self, message: dict[str, Any], origin: str) -> None:
+    def add(self, message: dict[str, Any], origin: Location) -> None:
         self.messages.append(message)
         self.origins.append(origin)
 
@@ -231,11 +218,11 @@ def _chat_part(part: dict[str, Any]) -> dict[str, Any]:
     return {"type": "file", "file": {**source, "filename": part.get("filename")}}
 
 
-def to_chat(items: Sequence[dict[str, Any]], out: ChatMessages, origin: str | None) -> None:
+def to_chat(items: Sequence[dict[str, Any]], out: ChatMessages, origin: Location | None) -> None:
     """Stored items (a request's input, or an earlier response's output) as chat messages;
     ``origin`` None: each is named by its place in this request's ``input``."""
     for index, item in enumerate(items):
-        where = origin or f"input[{index}]"
+        where = origin or ("input", index)
         kind = item["type"]
         if kind == "reasoning":
             # Earlier turns' reasoning is not fed back (as vLLM and OpenAI do, and as the
@@ -251,8 +238,8 @@ def to_chat(items: Sequence[dict[str, Any]], out: ChatMessages, origin: str | No
             continue
         if not CHAT_TAKES_TOOL_CALLS:
             raise InvalidRequest(
-                f"{kind} items need tool calling, which this gateway does not support yet "
-                f"({where})",
+                (f"{kind} items need tool calling, which this gateway does not support yet (",
+                 where, ")"),
                 param=where, code="unsupported_parameter",
             )  # fmt: skip
         if kind == "function_call":
@@ -268,4 +255,4 @@ def to_chat(items: Sequence[dict[str, Any]], out: ChatMessages, origin: str | No
                 {"role": "tool", "tool_call_id": item["call_id"], "content": item["output"]}, where
             )
         else:  # an output item of a kind this gateway never produces
-            raise InvalidRequest(f"cannot replay a '{kind}' item ({where})", param=where)
+            raise InvalidRequest((f"cannot replay a '{kind}' item (", where, ")"), param=where)

@@ -13,20 +13,21 @@ gateway cannot honour (``background``, hosted tools, ``conversation``...) are re
 from __future__ import annotations
 
 import json
-import re
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
-from gateway.errors import GatewayError, InvalidRequest, NotFound, echoed
+from gateway.errors import InvalidRequest, NotFound, echoed
 from gateway.families.events import Done, Relay
 from gateway.pipeline.chat import prepare_chat
 from gateway.pipeline.generation import VLLM_EXTENSIONS
 from gateway.pipeline.relay import Prepared
 from gateway.pipeline.responses_input import ChatMessages, normalise, to_chat
+from gateway.pipeline.responses_names import ResponsesNames
 from gateway.protocol.chat import ChatCompletionRequest
+from gateway.protocol.invalid import invalid_request
 from gateway.protocol.responses import FunctionTool, ResponsesRequest
 from gateway.runtime import Runtime
 from gateway.store import StoredResponse
@@ -58,17 +59,6 @@ MISSPELT = {
     "response_format": "use text.format",
     "n": "a response is one answer",
 }
-# Chat's names for the fields a chat refusal may name, and their Responses names.
-_PARAMS = {
-    "max_completion_tokens": "max_output_tokens",
-    "max_tokens": "max_output_tokens",
-    "response_format": "text.format",
-    "messages": "input",
-    "reasoning_effort": "reasoning.effort",
-}
-_MESSAGE = re.compile(r"messages\[(\d+)\]")
-# Chat nests a tool's fields under ``function``; a Responses function tool has them itself.
-_TOOL_FIELD = re.compile(r"\btools\[(\d+)\]\.function\.")
 
 
 @dataclass
@@ -79,7 +69,7 @@ class ResponseJob:
     scope: str  # whose responses (the API key's digest; "" without keys)
     input_items: list[dict[str, Any]]  # this request's own input, as stored and listed
     chat: ChatCompletionRequest
-    origins: list[str]  # for each chat message, the Responses field it came from
+    names: ResponsesNames  # chat's field names as this request named them
     builder: ResponseBuilder
     conversation_id: str | None = None  # its input and output are appended there
 
@@ -172,8 +162,7 @@ def chat_tools(request: ResponsesRequest) -> dict[str, Any]:
         try:
             tool = FunctionTool.model_validate(raw)
         except ValidationError as exc:
-            error = exc.errors(include_url=False)[0]
-            raise InvalidRequest(f"{where}: {error['msg']}", param=where) from None
+            raise invalid_request(exc, ("tools", index)) from None
         tools.append(
             {"type": "function", "function": tool.model_dump(exclude={"type"}, exclude_none=True)}
         )
@@ -244,15 +233,22 @@ def echo(request: ResponsesRequest) -> dict[str, Any]:
 
 
 async def draft_response(
-    request: ResponsesRequest, runtime: Runtime, scope: str, builder: ResponseBuilder
+    request: ResponsesRequest,
+    runtime: Runtime,
+    scope: str,
+    builder: ResponseBuilder,
+    names: ResponsesNames | None = None,
 ) -> ResponseJob:
-    """Refusals, the conversation rebuilt, the chat request: all before any media work."""
+    """Refusals, the conversation rebuilt, the chat request: all before any media work.
+    ``names`` (the route's, which writes its errors with them) learns where each chat message
+    came from."""
     refuse_unsupported(request)
     runtime.model(request.model)  # 404 for an unknown model before the store is read
     items = normalise(request.input) if request.input is not None else []
-    messages = ChatMessages()
+    names = names if names is not None else ResponsesNames()
+    messages = ChatMessages(origins=names.origins)
     if request.instructions:
-        messages.add({"role": "system", "content": request.instructions}, "instructions")
+        messages.add({"role": "system", "content": request.instructions}, ("instructions",))
     if request.previous_response_id is not None:
         chain = await runtime.store.chain(request.previous_response_id, scope)
         if not chain or chain[0].previous_id is not None:
@@ -261,7 +257,7 @@ async def draft_response(
                 "response it continued is gone",
                 param="previous_response_id", code="previous_response_not_found",
             )  # fmt: skip
-        to_chat(conversation(chain), messages, "previous_response_id")
+        to_chat(conversation(chain), messages, ("previous_response_id",))
     continued = conversation_id(request)
     if continued is not None:
         earlier = await runtime.store.conversation_items(continued, scope)
@@ -269,7 +265,7 @@ async def draft_response(
             raise NotFound(
                 f"No conversation with id {echoed(continued)} was found", param="conversation"
             )
-        to_chat(earlier, messages, "conversation")
+        to_chat(earlier, messages, ("conversation",))
     to_chat(items, messages, None)
     fields = {
         "model": request.model, "messages": messages.messages, "stream": request.stream,
@@ -278,14 +274,12 @@ async def draft_response(
         "response_format": response_format(request), **chat_tools(request),
         **chat_extras(request), **chat_logprobs(request), "reasoning_effort": effort(request),
     }  # fmt: skip
+    names.speaking_chat = True  # what is refused from here on is refused in chat's names
     try:
         chat = ChatCompletionRequest.model_validate(fields)
-    except ValidationError as exc:
-        error = exc.errors(include_url=False)[0]
-        field = str(error["loc"][0]) if error["loc"] else "messages"
-        param = _PARAMS.get(field, field)
-        raise InvalidRequest(f"{param}: {error['msg']}", param=param) from None
-    job = ResponseJob(request, scope, items, chat, messages.origins, builder, continued)
+    except ValidationError as exc:  # in chat's names: ``names`` says them as this request does
+        raise invalid_request(exc) from None
+    job = ResponseJob(request, scope, items, chat, names, builder, continued)
     if request.store or continued:  # what could not be stored is refused before any work
         size = check_stored_size(job, runtime.settings.responses.max_stored_bytes)
         await runtime.store.check_room(scope, size)
@@ -315,30 +309,9 @@ def check_stored_size(job: ResponseJob, limit: int) -> int:
 
 
 async def prepare_response(job: ResponseJob, runtime: Runtime) -> list[Prepared]:
-    """``prepare_chat``, its refusals named as the Responses API names the fields."""
-    try:
-        return await prepare_chat(job.chat, runtime)
-    except GatewayError as exc:
-        raise renamed(exc, job.origins) from exc
-
-
-def renamed(error: GatewayError, origins: list[str]) -> GatewayError:
-    """``error`` with chat's field names as this request named them."""
-
-    def origin(match: re.Match[str]) -> str:
-        index = int(match.group(1))
-        return origins[index] if index < len(origins) else match.group(0)
-
-    message = _TOOL_FIELD.sub(r"tools[\1].", _MESSAGE.sub(origin, error.message))
-    for chat_name, ours in _PARAMS.items():
-        if chat_name != "messages":  # a word of many messages; only its indexed form is renamed
-            message = message.replace(chat_name, ours)
-    param = error.param
-    if param is not None:
-        param = _TOOL_FIELD.sub(r"tools[\1].", _MESSAGE.sub(origin, param))
-        head, dot, rest = param.partition(".")
-        param = _PARAMS.get(head, head) + dot + rest
-    return error.revised(message=message, param=param)
+    """``prepare_chat``: its refusals name chat's fields, which ``job.names`` renames when
+    the route writes the error."""
+    return await prepare_chat(job.chat, runtime)
 
 
 async def append_turn(job: ResponseJob, final: dict[str, Any], runtime: Runtime) -> None:

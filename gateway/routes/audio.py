@@ -21,11 +21,13 @@ from gateway.pipeline.transcribe import (
     check_transcription,
     prepare_transcription,
 )
-from gateway.protocol.audio import UNSUPPORTED_FIELDS, TranscriptionRequest
+from gateway.protocol.audio import UNSUPPORTED_FIELDS, ServerVad, TranscriptionRequest
+from gateway.protocol.invalid import invalid_request
 from gateway.routes import openapi
 from gateway.routes.answer import Answer, Events, answer
 from gateway.routes.form import read_form
-from gateway.routes.state import runtime_of
+from gateway.routes.state import RuntimeDep
+from gateway.runtime import Runtime
 from gateway.streaming import transcript as formats
 
 router = APIRouter()
@@ -34,13 +36,13 @@ _TEXT_FORMATS = {"text": formats.text_body, "srt": formats.srt_body, "vtt": form
 
 
 @router.post("/v1/audio/transcriptions", response_model=None, openapi_extra=openapi.TRANSCRIPTION)
-async def transcriptions(request: Request) -> Response:
-    return await _serve(request, "transcribe")
+async def transcriptions(request: Request, runtime: RuntimeDep) -> Response:
+    return await _serve(request, runtime, "transcribe")
 
 
 @router.post("/v1/audio/translations", response_model=None, openapi_extra=openapi.TRANSCRIPTION)
-async def translations(request: Request) -> Response:
-    return await _serve(request, "translate")
+async def translations(request: Request, runtime: RuntimeDep) -> Response:
+    return await _serve(request, runtime, "translate")
 
 
 def _validate(fields: dict[str, Any]) -> TranscriptionRequest:
@@ -53,10 +55,8 @@ def _validate(fields: dict[str, Any]) -> TranscriptionRequest:
             )
     try:
         body = TranscriptionRequest.model_validate(fields)
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        raise InvalidRequest(f"{where}: {first.get('msg')}", param=where or None) from None
+    except ValidationError as exc:  # ServerVad: the union member pydantic tried, not a field
+        raise invalid_request(exc, tags=frozenset({ServerVad.__name__})) from None
     if "word" in body.timestamp_granularities:
         raise InvalidRequest(
             "word timestamps are not supported (Triton's speech models return no attention "
@@ -98,11 +98,10 @@ def _chunking(body: TranscriptionRequest) -> TurnDetection | None:
     try:
         return replace(SERVER_VAD, **given)
     except InvalidRequest as exc:
-        raise exc.revised(param=f"chunking_strategy.{exc.param}") from exc
+        raise exc.within(("chunking_strategy",)) from exc
 
 
-async def _serve(request: Request, task: Task) -> Response:
-    runtime = runtime_of(request)
+async def _serve(request: Request, runtime: Runtime, task: Task) -> Response:
     record = record_of(request.state)
     form = await read_form(request, runtime.settings.server.max_body_bytes)
     body = _validate(form.fields)

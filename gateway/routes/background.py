@@ -30,7 +30,7 @@ from gateway.pipeline.relay import Prepared
 from gateway.pipeline.responses_job import ResponseJob, stored
 from gateway.routes import background_stream, openapi
 from gateway.routes.answer import collect, relays
-from gateway.routes.state import runtime_of
+from gateway.routes.state import RuntimeDep
 from gateway.runtime import Runtime
 from gateway.store import StoredResponse
 from gateway.store.base import UNFINISHED
@@ -129,10 +129,9 @@ def seen(found: StoredResponse, runtime: Runtime) -> dict[str, Any]:
 @router.post(
     "/v1/responses/{response_id}/cancel", response_model=None, openapi_extra=openapi.STORED
 )
-async def cancel_response(request: Request, response_id: str) -> Response:
+async def cancel_response(request: Request, response_id: str, runtime: RuntimeDep) -> Response:
     """Cancel a background response: it ends ``cancelled`` whichever gateway runs it; one
     that has finished is answered as it is."""
-    runtime = runtime_of(request)
     found = await runtime.store.cancel(response_id, key_id(request.state))
     if found is None:
         raise NotFound(f"No response with id {echoed(response_id)} was found", param="response_id")

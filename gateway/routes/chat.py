@@ -11,15 +11,14 @@ from gateway.protocol.chat import ChatCompletionRequest
 from gateway.routes import openapi
 from gateway.routes.answer import Answer, Events, answer, relays
 from gateway.routes.body import parse_body
-from gateway.routes.state import runtime_of
+from gateway.routes.state import RuntimeDep
 from gateway.streaming.chunks import ChunkWriter, completion_body, new_completion_id
 
 router = APIRouter()
 
 
 @router.post("/v1/chat/completions", response_model=None, openapi_extra=openapi.CHAT_COMPLETIONS)
-async def chat_completions(request: Request) -> Response:
-    runtime = runtime_of(request)
+async def chat_completions(request: Request, runtime: RuntimeDep) -> Response:
     record = record_of(request.state)
     body = await parse_body(request, ChatCompletionRequest, runtime.settings.server.max_body_bytes)
     record.set_model(body.model, body.model in runtime.models)

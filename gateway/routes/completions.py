@@ -11,15 +11,14 @@ from gateway.protocol.completions import CompletionRequest
 from gateway.routes import openapi
 from gateway.routes.answer import Answer, Events, answer, relays
 from gateway.routes.body import parse_body
-from gateway.routes.state import runtime_of
+from gateway.routes.state import RuntimeDep
 from gateway.streaming.completions import CompletionWriter, completion_body, new_completion_id
 
 router = APIRouter()
 
 
 @router.post("/v1/completions", response_model=None, openapi_extra=openapi.COMPLETIONS)
-async def completions(request: Request) -> Response:
-    runtime = runtime_of(request)
+async def completions(request: Request, runtime: RuntimeDep) -> Response:
     record = record_of(request.state)
     body = await parse_body(request, CompletionRequest, runtime.settings.server.max_body_bytes)
     record.set_model(body.model, body.model in runtime.models)

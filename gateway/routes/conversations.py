@@ -20,13 +20,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from gateway.auth import key_id
-from gateway.errors import InvalidRequest, NotFound, echoed
+from gateway.errors import Location, NotFound, echoed
 from gateway.pipeline.responses_input import normalise
 from gateway.protocol.conversations import ConversationCreate, ConversationUpdate, ItemsCreate
 from gateway.routes import openapi
 from gateway.routes.body import parse_body
 from gateway.routes.responses import list_params, paged
-from gateway.routes.state import runtime_of
+from gateway.routes.state import RuntimeDep, name_fields
 from gateway.runtime import Runtime
 from gateway.store import StoredConversation
 
@@ -49,25 +49,21 @@ def _missing(conversation_id: str) -> NotFound:
     )
 
 
-def _items(raw: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def as_items(at: Location) -> Location:
+    """``errors.FieldNames`` of the conversation endpoints: the items they take are a
+    Responses ``input`` (``normalise`` names them so) sent as ``items``."""
+    return ("items", *at[1:]) if at[:1] == ("input",) else at
+
+
+def _items(request: Request, raw: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Input items as stored (each with an id), their refusals named ``items[i]``."""
     if not raw:
         return []
-    try:
-        return normalise(raw)
-    except InvalidRequest as exc:
-        if exc.param is not None and exc.param.startswith("input"):
-            param = "items" + exc.param.removeprefix("input")
-            raise exc.revised(message=exc.message.replace("input[", "items["), param=param) from exc
-        raise
+    name_fields(request, as_items)
+    return normalise(raw)
 
 
-def _store(request: Request) -> tuple[Runtime, str]:
-    return runtime_of(request), key_id(request.state)
-
-
-async def _body(request: Request, model: type[Any]) -> Any:
-    runtime = runtime_of(request)
+async def _body(request: Request, runtime: Runtime, model: type[Any]) -> Any:
     return await parse_body(request, model, runtime.settings.server.max_body_bytes)
 
 
@@ -75,10 +71,10 @@ async def _body(request: Request, model: type[Any]) -> Any:
     "/v1/conversations", response_model=None,
     openapi_extra=openapi.with_body(ConversationCreate),
 )  # fmt: skip
-async def create_conversation(request: Request) -> Response:
-    runtime, scope = _store(request)
-    body: ConversationCreate = await _body(request, ConversationCreate)
-    items = _items(body.items or [])
+async def create_conversation(request: Request, runtime: RuntimeDep) -> Response:
+    scope = key_id(request.state)
+    body: ConversationCreate = await _body(request, runtime, ConversationCreate)
+    items = _items(request, body.items or [])
     conversation = StoredConversation(
         f"conv_{secrets.token_hex(24)}", scope, time.time(), body.metadata or {}
     )
@@ -87,8 +83,8 @@ async def create_conversation(request: Request) -> Response:
 
 
 @router.get(PATH, response_model=None, openapi_extra=openapi.CONVERSATIONS)
-async def get_conversation(request: Request, conversation_id: str) -> Response:
-    runtime, scope = _store(request)
+async def get_conversation(request: Request, conversation_id: str, runtime: RuntimeDep) -> Response:
+    scope = key_id(request.state)
     found = await runtime.store.get_conversation(conversation_id, scope)
     if found is None:
         raise _missing(conversation_id)
@@ -96,9 +92,11 @@ async def get_conversation(request: Request, conversation_id: str) -> Response:
 
 
 @router.post(PATH, response_model=None, openapi_extra=openapi.with_body(ConversationUpdate))
-async def update_conversation(request: Request, conversation_id: str) -> Response:
-    runtime, scope = _store(request)
-    body: ConversationUpdate = await _body(request, ConversationUpdate)
+async def update_conversation(
+    request: Request, conversation_id: str, runtime: RuntimeDep
+) -> Response:
+    scope = key_id(request.state)
+    body: ConversationUpdate = await _body(request, runtime, ConversationUpdate)
     updated = await runtime.store.set_metadata(conversation_id, scope, body.metadata)
     if updated is None:
         raise _missing(conversation_id)
@@ -106,19 +104,21 @@ async def update_conversation(request: Request, conversation_id: str) -> Respons
 
 
 @router.delete(PATH, response_model=None, openapi_extra=openapi.CONVERSATIONS)
-async def delete_conversation(request: Request, conversation_id: str) -> Response:
-    runtime, scope = _store(request)
+async def delete_conversation(
+    request: Request, conversation_id: str, runtime: RuntimeDep
+) -> Response:
+    scope = key_id(request.state)
     if not await runtime.store.delete_conversation(conversation_id, scope):
         raise _missing(conversation_id)
     return JSONResponse({"id": conversation_id, "object": "conversation.deleted", "deleted": True})
 
 
 @router.post(f"{PATH}/items", response_model=None, openapi_extra=openapi.with_body(ItemsCreate))
-async def add_items(request: Request, conversation_id: str) -> Response:
-    runtime, scope = _store(request)
+async def add_items(request: Request, conversation_id: str, runtime: RuntimeDep) -> Response:
+    scope = key_id(request.state)
     list_params(request)  # include is checked as for listing
-    body: ItemsCreate = await _body(request, ItemsCreate)
-    items = _items(body.items)
+    body: ItemsCreate = await _body(request, runtime, ItemsCreate)
+    items = _items(request, body.items)
     if not await runtime.store.add_items(conversation_id, scope, items):
         raise _missing(conversation_id)
     return JSONResponse(
@@ -128,10 +128,10 @@ async def add_items(request: Request, conversation_id: str) -> Response:
 
 
 @router.get(f"{PATH}/items", response_model=None, openapi_extra=openapi.CONVERSATIONS)
-async def list_items(request: Request, conversation_id: str) -> Response:
+async def list_items(request: Request, conversation_id: str, runtime: RuntimeDep) -> Response:
     """The conversation's items, newest first unless ``order=asc``; ``after`` and ``limit``
     page them as ``input_items`` does."""
-    runtime, scope = _store(request)
+    scope = key_id(request.state)
     order, limit, after = list_params(request)
     items = await runtime.store.conversation_items(conversation_id, scope)
     if items is None:
@@ -140,8 +140,10 @@ async def list_items(request: Request, conversation_id: str) -> Response:
 
 
 @router.get(f"{PATH}/items/{{item_id}}", response_model=None, openapi_extra=openapi.CONVERSATIONS)
-async def get_item(request: Request, conversation_id: str, item_id: str) -> Response:
-    runtime, scope = _store(request)
+async def get_item(
+    request: Request, conversation_id: str, item_id: str, runtime: RuntimeDep
+) -> Response:
+    scope = key_id(request.state)
     list_params(request)
     items = await runtime.store.conversation_items(conversation_id, scope)
     if items is None:
@@ -155,9 +157,11 @@ async def get_item(request: Request, conversation_id: str, item_id: str) -> Resp
 @router.delete(
     f"{PATH}/items/{{item_id}}", response_model=None, openapi_extra=openapi.CONVERSATIONS
 )
-async def delete_item(request: Request, conversation_id: str, item_id: str) -> Response:
+async def delete_item(
+    request: Request, conversation_id: str, item_id: str, runtime: RuntimeDep
+) -> Response:
     """The item removed; answered with the conversation, as OpenAI does."""
-    runtime, scope = _store(request)
+    scope = key_id(request.state)
     deleted = await runtime.store.delete_item(conversation_id, scope, item_id)
     if deleted is None:
         raise _missing(conversation_id)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from gateway.routes.state import runtime_of
+from gateway.routes.state import RuntimeDep
 
 router = APIRouter()
 
@@ -21,8 +21,7 @@ _NOT_READY: dict[int | str, dict[str, Any]] = {
 
 
 @router.get("/health", responses=_NOT_READY)
-async def health(request: Request) -> JSONResponse:
-    runtime = runtime_of(request)
+async def health(runtime: RuntimeDep) -> JSONResponse:
     if await runtime.ready():
         return JSONResponse({"status": "ready"})
     return JSONResponse({"status": "unavailable", "detail": "Triton is not ready"}, status_code=503)

@@ -6,13 +6,15 @@ bearer tokens, and the numbers hold no prompts. Put it behind the network policy
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from fastapi.responses import Response
+
+from gateway.routes.state import MetricsDep
 
 router = APIRouter()
 
 
 @router.get("/metrics", include_in_schema=False)
-async def metrics(request: Request) -> Response:
-    body, content_type = request.app.state.metrics.render()
+async def metrics(gateway_metrics: MetricsDep) -> Response:
+    body, content_type = gateway_metrics.render()
     return Response(body, media_type=content_type)

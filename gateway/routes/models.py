@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import time
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 
 from gateway.protocol.common import ModelCard, ModelList
 from gateway.routes import openapi
-from gateway.routes.state import runtime_of
+from gateway.routes.state import RuntimeDep
 from gateway.runtime import ServedRuntime
 
 router = APIRouter()
@@ -28,11 +28,10 @@ def _card(served: ServedRuntime) -> ModelCard:
 
 
 @router.get("/v1/models", responses=openapi.errors(401, 429, 500))
-async def list_models(request: Request) -> ModelList:
-    runtime = runtime_of(request)
+async def list_models(runtime: RuntimeDep) -> ModelList:
     return ModelList(data=[_card(s) for s in runtime.models.values()])
 
 
 @router.get("/v1/models/{model_id:path}", responses=openapi.errors(401, 404, 429, 500))
-async def get_model(model_id: str, request: Request) -> ModelCard:
-    return _card(runtime_of(request).model(model_id))
+async def get_model(model_id: str, runtime: RuntimeDep) -> ModelCard:
+    return _card(runtime.model(model_id))

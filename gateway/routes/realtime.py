@@ -27,7 +27,7 @@ from gateway.pipeline.realtime.config import SERVER_VAD, SessionConfig
 from gateway.pipeline.realtime.outbox import NORMAL, Close, Outbox
 from gateway.pipeline.realtime.registry import Sessions
 from gateway.pipeline.realtime.session import RealtimeSession
-from gateway.routes.state import runtime_of
+from gateway.routes.state import RuntimeDep
 from gateway.runtime import Runtime
 
 router = APIRouter()
@@ -38,8 +38,7 @@ BROWSER_PROTOCOL = "realtime"  # offered by browsers with the key as a second su
 
 
 @router.websocket("/v1/realtime")
-async def realtime(websocket: WebSocket) -> None:
-    runtime = runtime_of(websocket)
+async def realtime(websocket: WebSocket, runtime: RuntimeDep) -> None:
     sessions = sessions_of(websocket)
     owner = key_id(websocket.state) or (websocket.client.host if websocket.client else "")
     try:
@@ -62,7 +61,9 @@ async def realtime(websocket: WebSocket) -> None:
 
 def sessions_of(websocket: WebSocket) -> Sessions:
     """The app's session registry (``app.py``: its caps, finished on SIGTERM)."""
-    sessions: Sessions = websocket.app.state.realtime_sessions
+    sessions = websocket.app.state.realtime_sessions
+    if not isinstance(sessions, Sessions):
+        raise RuntimeError("the app has no realtime session registry")
     return sessions
 
 

@@ -25,11 +25,13 @@ from gateway.pipeline.responses_job import (
     prepare_response,
     stored,
 )
+from gateway.pipeline.responses_names import ResponsesNames
 from gateway.protocol.responses import ResponsesRequest
 from gateway.routes import background, background_stream, openapi
 from gateway.routes.answer import Answer, Events, answer, relays
 from gateway.routes.body import parse_body
-from gateway.routes.state import runtime_of
+from gateway.routes.state import RuntimeDep, name_fields
+from gateway.runtime import Runtime
 from gateway.store import StoredResponse
 from gateway.streaming.response_events import ResponseBuilder, ResponseEvents, new_response_id
 
@@ -40,21 +42,22 @@ DEFAULT_LIST_LIMIT = 20
 
 
 @router.post("/v1/responses", response_model=None, openapi_extra=openapi.RESPONSES)
-async def create_response(request: Request) -> Response:
-    runtime = runtime_of(request)
+async def create_response(request: Request, runtime: RuntimeDep) -> Response:
     record = record_of(request.state)
     body = await parse_body(request, ResponsesRequest, runtime.settings.server.max_body_bytes)
     record.set_model(body.model, body.model in runtime.models)
     record.stream = body.stream
     builder = ResponseBuilder(new_response_id(), int(time.time()), echo(body))
+    names = ResponsesNames()  # chat's field names in this request's errors, as it sent them
+    name_fields(request, names)
 
     if body.background:  # prepared here (so a bad request is still a 400), run detached
-        job = await draft_response(body, runtime, key_id(request.state), builder)
+        job = await draft_response(body, runtime, key_id(request.state), builder, names)
         prepared = await prepare_response(job, runtime)
         return await background.start(job, prepared, runtime, request.state.request_id, record)
 
     async def begin() -> Events:
-        job = await draft_response(body, runtime, key_id(request.state), builder)
+        job = await draft_response(body, runtime, key_id(request.state), builder, names)
         prepared = await prepare_response(job, runtime)
         record.media_items = prepared[0].media_items
         events = relays(prepared, request.state.request_id, record)
@@ -68,23 +71,24 @@ async def create_response(request: Request) -> Response:
 
 
 @router.post("/v1/responses/input_tokens", response_model=None, openapi_extra=openapi.INPUT_TOKENS)
-async def count_input_tokens(request: Request) -> Response:
+async def count_input_tokens(request: Request, runtime: RuntimeDep) -> Response:
     """The prompt tokens the same ``POST /v1/responses`` would have, counted by the engine
     itself: the request is prepared exactly as a create (instructions, a continued
     conversation from the shared store, tools, images) and prefilled with one output token,
     and the deployment's own ``num_input_tokens`` is answered. Exact for every family and
     tokenizer, including image tokens, at the cost of one prefill (which warms the KV cache
     for the request that follows); nothing is stored."""
-    runtime = runtime_of(request)
     record = record_of(request.state)
     body = for_counting(
         await parse_body(request, ResponsesRequest, runtime.settings.server.max_body_bytes)
     )
     record.set_model(body.model, body.model in runtime.models)
     builder = ResponseBuilder(new_response_id(), int(time.time()), echo(body))
+    names = ResponsesNames()  # chat's field names in this request's errors, as it sent them
+    name_fields(request, names)
 
     async def begin() -> Events:
-        job = await draft_response(body, runtime, key_id(request.state), builder)
+        job = await draft_response(body, runtime, key_id(request.state), builder, names)
         contract = await runtime.model(body.model).get_contract()
         if not {"return_num_input_tokens", "num_input_tokens"} <= {
             *contract.inputs,
@@ -110,8 +114,7 @@ async def count_input_tokens(request: Request) -> Response:
     return await answer(request, begin, None, json_body)
 
 
-async def _stored(request: Request, response_id: str) -> StoredResponse:
-    runtime = runtime_of(request)
+async def _stored(request: Request, runtime: Runtime, response_id: str) -> StoredResponse:
     found = await runtime.store.get(response_id, key_id(request.state))
     if found is None:
         raise NotFound(f"No response with id {echoed(response_id)} was found", param="response_id")
@@ -119,19 +122,17 @@ async def _stored(request: Request, response_id: str) -> StoredResponse:
 
 
 @router.get("/v1/responses/{response_id}", response_model=None, openapi_extra=openapi.STORED)
-async def get_response(request: Request, response_id: str) -> Response:
-    runtime = runtime_of(request)
+async def get_response(request: Request, response_id: str, runtime: RuntimeDep) -> Response:
     if request.query_params.get("stream", "false").lower() not in ("false", "0"):
         return await background_stream.replay(
             runtime, response_id, key_id(request.state),
             request.query_params.get("starting_after"),
         )  # fmt: skip
-    return JSONResponse(background.seen(await _stored(request, response_id), runtime))
+    return JSONResponse(background.seen(await _stored(request, runtime, response_id), runtime))
 
 
 @router.delete("/v1/responses/{response_id}", response_model=None, openapi_extra=openapi.STORED)
-async def delete_response(request: Request, response_id: str) -> Response:
-    runtime = runtime_of(request)
+async def delete_response(request: Request, response_id: str, runtime: RuntimeDep) -> Response:
     if not await runtime.store.delete(response_id, key_id(request.state)):
         raise NotFound(f"No response with id {echoed(response_id)} was found", param="response_id")
     return JSONResponse({"id": response_id, "object": "response", "deleted": True})
@@ -142,12 +143,11 @@ async def delete_response(request: Request, response_id: str) -> Response:
     response_model=None,
     openapi_extra=openapi.INPUT_ITEMS,
 )
-async def list_input_items(request: Request, response_id: str) -> Response:
+async def list_input_items(request: Request, response_id: str, runtime: RuntimeDep) -> Response:
     """The items the response was generated from, as OpenAI lists them: those of the
     conversation it continued (inputs and outputs, as far back as they are stored), then its
     own input; newest first unless ``order=asc``."""
     order, limit, after = list_params(request)
-    runtime = runtime_of(request)
     chain = await runtime.store.chain(response_id, key_id(request.state))
     if not chain:
         raise NotFound(f"No response with id {echoed(response_id)} was found", param="response_id")

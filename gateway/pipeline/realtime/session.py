@@ -45,6 +45,7 @@ from gateway.pipeline.realtime import speech
 from gateway.pipeline.realtime.buffer import SAMPLE_RATE, AudioBuffer, to_ms
 from gateway.pipeline.realtime.config import SessionConfig
 from gateway.pipeline.realtime.outbox import SERVICE_RESTART, Outbox
+from gateway.protocol.invalid import invalid_request
 from gateway.protocol.realtime import (
     CLIENT_EVENT_TYPES,
     CONVERSATION_EVENT_TYPES,
@@ -349,11 +350,9 @@ def _parse(payload: Any) -> Any:
                              code="invalid_event_type")  # fmt: skip
     try:
         return _EVENTS.validate_python(payload)
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in first.get("loc", ())[1:])
-        raise InvalidRequest(f"{kind}: {where}: {first.get('msg')}", param=where or None,
-                             code="invalid_value") from None  # fmt: skip
+    except ValidationError as exc:  # its first step is the event type, a union's tag
+        error = invalid_request(exc, tags=frozenset({kind}), code="invalid_value")
+        raise error.located(None, item=kind) from None
 
 
 def _decode_base64(audio: str) -> bytes:

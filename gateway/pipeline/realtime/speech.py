@@ -53,7 +53,7 @@ async def check(runtime: Runtime, config: SessionConfig) -> TranscriptionJob:
         return await check_transcription(served, _job(config))
     except InvalidRequest as exc:
         if exc.param in ("language", "prompt", "temperature"):
-            raise exc.revised(param=f"session.audio.input.transcription.{exc.param}") from exc
+            raise exc.within(("session", "audio", "input", "transcription")) from exc
         raise
 
 

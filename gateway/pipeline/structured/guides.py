@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.errors import InvalidRequest
+from gateway.errors import InvalidRequest, Location
 from gateway.families.calls import Guide
 from gateway.pipeline.structured.compile import guide_error
 from gateway.protocol.structured import ResponseFormat
@@ -46,7 +46,7 @@ class Asked:
     """The guide a request asked for, and the field that asked (for its errors)."""
 
     guide: Guide
-    param: str
+    param: Location  # ("response_format",), ("tools", 0, "function", "parameters")
 
 
 def requested_guide(
@@ -56,13 +56,13 @@ def requested_guide(
     extra = extra or {}
     asked: list[Asked] = []
     if response_format is not None and response_format.type != "text":
-        asked.append(Asked(_response_format(response_format), "response_format"))
+        asked.append(Asked(_response_format(response_format), ("response_format",)))
     structured = extra.get("structured_outputs")
     if structured is not None:
         asked.append(_structured(structured))
     for key, kind in LEGACY_KEYS.items():
         if extra.get(key) is not None:
-            asked.append(Asked(_vllm_guide(kind, extra[key], key), key))
+            asked.append(Asked(_vllm_guide(kind, extra[key], key), (key,)))
     backend = extra.get("guided_decoding_backend")
     if backend not in BACKENDS:
         raise InvalidRequest(
@@ -73,7 +73,13 @@ def requested_guide(
         )
     if len(asked) > 1:
         raise InvalidRequest(
-            f"'{asked[1].param}' and '{asked[0].param}' both constrain the output; send one",
+            (
+                "'",
+                asked[1].param,
+                "' and '",
+                asked[0].param,
+                "' both constrain the output; send one",
+            ),
             param=asked[1].param,
         )
     return asked[0] if asked else None
@@ -127,7 +133,9 @@ def _structured(structured: object) -> Asked:
             param="structured_outputs",
         )
     param = f"structured_outputs.{kinds[0]}"
-    return Asked(_vllm_guide(kinds[0], structured[kinds[0]], param), param)
+    return Asked(
+        _vllm_guide(kinds[0], structured[kinds[0]], param), ("structured_outputs", kinds[0])
+    )
 
 
 def _vllm_guide(kind: str, value: object, param: str) -> Guide:
@@ -167,9 +175,13 @@ async def check_guide(
     missing = [name for name in GUIDE_INPUTS if not contract.declares(name)]
     if missing:
         raise InvalidRequest(
-            f"'{asked.param}' needs guided decoding, and model '{model_id}' (Triton model "
-            f"'{contract.name}') does not declare the inputs {missing}; `{FLAG}` assembles a "
-            "repository whose ensemble takes them",
+            (
+                "'",
+                asked.param,
+                f"' needs guided decoding, and model '{model_id}' (Triton "
+                f"model '{contract.name}') does not declare the inputs {missing}; `{FLAG}` "
+                "assembles a repository whose ensemble takes them",
+            ),
             param=asked.param,
             code="unsupported_parameter",
         )
@@ -193,7 +205,7 @@ def _invalid(asked: Asked, error: str) -> InvalidRequest:
     what = {"json_schema": "JSON schema", "regex": "regex", "ebnf_grammar": "grammar"}
     kind = what.get(asked.guide.type, "guide")
     return InvalidRequest(
-        f"the {kind} in '{asked.param}' cannot be compiled: {error}",
+        (f"the {kind} in '", asked.param, f"' cannot be compiled: {error}"),
         param=asked.param,
         code="invalid_guide",
     )

@@ -29,8 +29,12 @@ def requested_output(request: ChatCompletionRequest, plan: ToolPlan | None) -> A
             "schema guide would forbid"
         )
         raise InvalidRequest(
-            f"'{output.param}' cannot be enforced together with tools here: {why}; send "
-            "tool_choice 'none' to constrain the answer, or drop the output format",
+            (
+                "'",
+                output.param,
+                f"' cannot be enforced together with tools here: {why}; send "
+                "tool_choice 'none' to constrain the answer, or drop the output format",
+            ),
             param=output.param,
         )
     return forced or output

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from gateway.errors import InvalidRequest
+from gateway.errors import InvalidRequest, Location
 from gateway.families.base import Family
 from gateway.families.calls import Guide
 from gateway.families.tool_formats.base import ToolParser, ToolSpec
@@ -61,7 +61,7 @@ class ToolPlan:
             schema = json.dumps(_parameters(self.tools[index]))
             return Asked(Guide("json_schema", schema), self.parameters_param(index))
         if self.mode == "required":
-            return Asked(Guide("json_schema", json.dumps(calls_schema(self))), self.param)
+            return Asked(Guide("json_schema", json.dumps(calls_schema(self))), (self.param,))
         return None
 
     def suspects(self) -> list[Asked]:
@@ -74,11 +74,11 @@ class ToolPlan:
             for i, tool in enumerate(self.tools)
         ]
 
-    def parameters_param(self, index: int) -> str:
+    def parameters_param(self, index: int) -> Location:
         """Where tool ``index``'s parameters are in the request."""
         if self.tools_param == "functions":
-            return f"functions[{index}].parameters"
-        return f"tools[{index}].function.parameters"
+            return ("functions", index, "parameters")
+        return ("tools", index, "function", "parameters")
 
     def parser(self, family: Family, streaming: bool) -> Callable[[], ToolParser] | None:
         """Makes one choice's parser (None: the output is content as it is)."""

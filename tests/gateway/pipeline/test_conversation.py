@@ -48,9 +48,9 @@ def test_media_parts_keep_kind_order_and_place() -> None:
     )
     kinds = [(m.kind, m.where) for m in parsed.media]
     assert kinds == [
-        ("video", "messages[0].content[0]"),
-        ("audio", "messages[0].content[2]"),
-        ("audio", "messages[0].content[3]"),
+        ("video", ("messages", 0, "content", 0)),
+        ("audio", ("messages", 0, "content", 2)),
+        ("audio", ("messages", 0, "content", 3)),
     ]
     assert parsed.media[1].data == "UklGRg==" and parsed.media[1].format == "wav"
     turn = parsed.conversation.turns[0]

@@ -16,7 +16,7 @@ from gateway.config import (
     ServedModel,
     Settings,
 )
-from gateway.errors import GatewayError, InvalidRequest, TooManyMediaItems
+from gateway.errors import GatewayError, InvalidRequest, Location, TooManyMediaItems
 from gateway.families.registry import get_family
 from gateway.media.fetch import MediaFetcher
 from gateway.media.identity import ExtraIdRegistry
@@ -41,11 +41,11 @@ def picture(fmt: str, seed: int = 0, **save: object) -> bytes:
     return out.getvalue()
 
 
-def image(url: str, where: str = "messages[0].content[0]") -> MediaPart:
+def image(url: str, where: Location = ("messages", 0, "content", 0)) -> MediaPart:
     return MediaPart("image", where, url=url)
 
 
-def video(url: str, where: str = "messages[0].content[0]") -> MediaPart:
+def video(url: str, where: Location = ("messages", 0, "content", 0)) -> MediaPart:
     return MediaPart("video", where, url=url)
 
 
@@ -121,8 +121,11 @@ async def test_a_64_bit_collision_sends_no_id(runtime: Runtime) -> None:
     ("part", "family"),
     [
         (video("http://127.0.0.1:9/v.mp4"), "llava"),
-        (MediaPart("audio", "messages[0].content[0]", url="http://127.0.0.1:9/a.wav"), "llava"),
-        (MediaPart("audio", "messages[0].content[0]", data="AAAA"), "llava_onevision"),
+        (
+            MediaPart("audio", ("messages", 0, "content", 0), url="http://127.0.0.1:9/a.wav"),
+            "llava",
+        ),
+        (MediaPart("audio", ("messages", 0, "content", 0), data="AAAA"), "llava_onevision"),
     ],
 )
 async def test_kinds_a_model_does_not_take_are_refused_before_fetching(
@@ -154,7 +157,7 @@ async def test_a_second_raw_image_is_refused_naming_the_part_and_the_limit(
     @c2e65b88d85255be30cf50440a91662abeb497dd): the second fails inside Triton, so the gateway
     refuses it first, naming it."""
     url = "http://127.0.0.1:9/x"
-    parts = [image(url, "messages[1].content[0]"), image(url, "messages[1].content[2]")]
+    parts = [image(url, ("messages", 1, "content", 0)), image(url, ("messages", 1, "content", 2))]
     with pytest.raises(TooManyMediaItems) as info:
         await prepare_media(parts, served(family), runtime)
     assert info.value.param == "messages[1].content[2]" and info.value.status_code == 400
@@ -179,8 +182,8 @@ async def test_url_refusals_name_the_kind(runtime: Runtime, part: MediaPart, cod
 
 
 async def test_failures_name_the_part(runtime: Runtime) -> None:
-    good = image(data_url(picture("PNG"), "image/png"), "messages[0].content[0]")
-    bad = image(data_url(b"not an image", "image/png"), "messages[1].content[2]")
+    good = image(data_url(picture("PNG"), "image/png"), ("messages", 0, "content", 0))
+    bad = image(data_url(b"not an image", "image/png"), ("messages", 1, "content", 2))
     with pytest.raises(GatewayError) as caught:
         await prepare_media([good, bad], served("llava"), runtime)
     assert caught.value.code == "unsupported_media_type"
@@ -223,12 +226,12 @@ async def test_sampling_options_within_server_limits(
 
 async def test_load_audio_from_input_audio(runtime: Runtime) -> None:
     wav = encode_audio(sine(0.5, 16_000), 16_000, "wav")
-    part = MediaPart("audio", "w", data=base64.b64encode(wav).decode(), format="wav")
+    part = MediaPart("audio", ("w",), data=base64.b64encode(wav).decode(), format="wav")
     prepared = await prepare_media([part], served("whisper"), runtime)
     assert prepared is not None and prepared.samples is not None and prepared.tensor is None
     assert prepared.samples.dtype == np.float32 and prepared.samples.shape == (8000,)
     with pytest.raises(GatewayError) as caught:
-        bad = MediaPart("audio", "w", data="!!", format="wav")
+        bad = MediaPart("audio", ("w",), data="!!", format="wav")
         await prepare_media([bad], served("whisper"), runtime)
     assert caught.value.code == "invalid_media"
 
@@ -237,7 +240,7 @@ async def test_audio_over_the_duration_limit(runtime: Runtime) -> None:
     short = Settings(media=MediaSettings(audio=AudioSettings(max_duration_s=1)))
     limited = Runtime(short, {}, {}, runtime.fetcher, runtime.extra_ids, runtime.offload)
     wav = encode_audio(sine(2.0, 16_000), 16_000, "wav")
-    part = MediaPart("audio", "w", url=data_url(wav, "audio/wav"))
+    part = MediaPart("audio", ("w",), url=data_url(wav, "audio/wav"))
     with pytest.raises(GatewayError, match=r"2\.0 s long, over the limit of 1 s") as caught:
         await prepare_media([part], served("whisper"), limited)
     assert caught.value.code == "media_too_large"

@@ -120,7 +120,7 @@ def served() -> ServedRuntime:
 
 async def prepare(runtime: Runtime, *images: bytes) -> int | None:
     parts = [
-        MediaPart("image", f"messages[0].content[{i}]", url=data_url(b))
+        MediaPart("image", ("messages", 0, "content", i), url=data_url(b))
         for i, b in enumerate(images)
     ]
     prepared = await prepare_media(parts, served(), runtime)

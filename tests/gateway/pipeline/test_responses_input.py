@@ -55,15 +55,15 @@ def test_every_part_kind_becomes_its_chat_part() -> None:
         {"type": "video_url", "video_url": {"url": "data:video/mp4;base64,AA=="}},
     ]
     assert assistant == {"role": "assistant", "content": "Seen."}
-    assert out.origins == ["input[0]", "input[1]", "input[2]"]
+    assert out.origins == [("input", 0), ("input", 1), ("input", 2)]
     assert items[2]["content"] == [{"type": "output_text", "text": "Seen.", "annotations": []}]
 
 
 def test_replayed_items_are_named_by_their_origin() -> None:
     out = ChatMessages()
-    to_chat(normalise("first"), out, "previous_response_id")
+    to_chat(normalise("first"), out, ("previous_response_id",))
     to_chat(normalise("second"), out, None)
-    assert out.origins == ["previous_response_id", "input[0]"]
+    assert out.origins == [("previous_response_id",), ("input", 0)]
 
 
 def test_a_tool_loop_refused_until_chat_carries_tool_calls(
@@ -93,7 +93,7 @@ def test_a_tool_loop_refused_until_chat_carries_tool_calls(
     assert calls["tool_calls"][0]["function"] == {"name": "weather", "arguments": "{}"}
     assert first == {"role": "tool", "tool_call_id": "c1", "content": "rain"}
     assert second == {"role": "tool", "tool_call_id": "c2", "content": "sun"}
-    assert out.origins == ["input[0]", "input[1]", "input[3]", "input[4]"]
+    assert out.origins == [("input", 0), ("input", 1), ("input", 3), ("input", 4)]
 
 
 def test_an_empty_input_list_is_refused() -> None:

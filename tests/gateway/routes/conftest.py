@@ -1,19 +1,36 @@
 """Route tests: the real app in front of an in-process fake Triton (tests/fakes/triton.py).
 
 One fake serves the session; each test gets it reset. Gateways are built once per settings
-variant (``gateways.py``), on first use: building one starts a media decoding worker.
+variant (``gateways.py``), on first use. Media is decoded on threads of the test process
+(``InProcessDecoder``): no route test starts a decode worker process (``no_decode_workers``
+holds them to it); the worker processes are tested in tests/gateway/media and e2e.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
 
+from gateway.media.offload import Offloader
 from tests.fakes.app import FakeGateway, http_client
 from tests.fakes.triton import FakeTriton
 from tests.gateway.routes.gateways import Gateways
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_decode_workers() -> Iterator[None]:
+    """Starting the media worker pool in a route test fails it: each worker is a fresh
+    interpreter (about half a second of CPU here), and the routes need none."""
+    start = Offloader.start
+
+    async def refused(self: Offloader) -> None:
+        raise AssertionError("a route test started decode worker processes; decode in-process")
+
+    Offloader.start = refused  # type: ignore[method-assign]
+    yield
+    Offloader.start = start  # type: ignore[method-assign]
 
 
 @pytest.fixture(scope="session")

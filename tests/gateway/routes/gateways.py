@@ -47,8 +47,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
 
 
 class Gateways:
-    """One gateway per variant in front of the session's fake Triton (building one starts a
-    media decoding worker, so each is built once)."""
+    """One gateway per variant in front of the session's fake Triton, each built once (on
+    first use)."""
 
     def __init__(self, fake: FakeTriton) -> None:
         self.fake = fake

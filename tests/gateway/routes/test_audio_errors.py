@@ -84,17 +84,17 @@ async def test_unsupported_parameters(http: httpx.AsyncClient, fields: dict, par
     [
         ({"response_format": "mp3"}, "response_format"),
         ({"temperature": "2"}, "temperature"),
-        ({"timestamp_granularities[]": ["char"]}, "timestamp_granularities.0"),
+        ({"timestamp_granularities[]": ["char"]}, "timestamp_granularities[0]"),
         ({"chunking_strategy": "manual"}, "chunking_strategy"),
         ({"chunking_strategy": "{not json"}, "chunking_strategy"),
-        ({"chunking_strategy[type]": "client_vad"}, "chunking_strategy"),
+        ({"chunking_strategy[type]": "client_vad"}, "chunking_strategy.type"),
         (
             {"chunking_strategy[type]": "server_vad", "chunking_strategy[threshold]": "2"},
-            "chunking_strategy",
+            "chunking_strategy.threshold",
         ),
         (
             {"chunking_strategy[type]": "server_vad", "chunking_strategy[speed]": "1"},
-            "chunking_strategy",
+            "chunking_strategy.speed",
         ),
         (
             {"chunking_strategy": "auto", "chunking_strategy[type]": "server_vad"},

@@ -88,3 +88,29 @@ async def test_a_forced_tools_bad_parameters_are_named_as_the_responses_api_name
     error = reply.json()["error"]
     assert error["code"] == "invalid_guide" and error["param"] == "tools[0].parameters"
     assert "'tools[0].parameters'" in error["message"] and "strng" in error["message"]
+
+
+async def test_a_named_choice_of_no_offered_tool_is_named_as_the_responses_api_names_it(
+    http: httpx.AsyncClient,
+) -> None:
+    """Issue 23 item 2: chat's ``tool_choice.function.name`` is this API's ``tool_choice.name``
+    (the alias map renames places, never the message's text; the regex it replaced left this
+    one in chat's shape)."""
+    choice = {"type": "function", "name": "get_date"}
+    reply = await http.post(URL, json=ask(model="fake-guided", tools=TOOLS, tool_choice=choice))
+    assert reply.status_code == 400, reply.text
+    error = reply.json()["error"]
+    assert error["param"] == "tool_choice.name", error
+    assert "get_date" in error["message"]
+
+
+async def test_a_function_tools_missing_field_is_named_like_any_other_field(
+    http: httpx.AsyncClient,
+) -> None:
+    """Issue 23 item 2: one translator of pydantic's errors, so a function tool without a name
+    is ``tools[0].name`` (as a body's missing field is), not the whole tool."""
+    reply = await http.post(URL, json=ask(tools=[{"type": "function", "parameters": {}}]))
+    assert reply.status_code == 400, reply.text
+    error = reply.json()["error"]
+    assert error["param"] == "tools[0].name", error
+    assert error["message"].startswith("tools[0].name: "), error

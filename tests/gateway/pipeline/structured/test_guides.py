@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from gateway.errors import InvalidRequest
+from gateway.errors import InvalidRequest, rendered
 from gateway.families.calls import Guide
 from gateway.pipeline.structured.compile import compile_error
 from gateway.pipeline.structured.guides import JSON_OBJECT, literal_regex, requested_guide
@@ -49,7 +49,7 @@ def fmt(**fields: object) -> ResponseFormat:
 )  # fmt: skip
 def test_each_spelling_maps_to_one_guide(response_format, extra, guide, param) -> None:
     asked = requested_guide(response_format, extra)
-    assert (asked.guide, asked.param) == (guide, param) if asked else guide is None
+    assert (asked.guide, rendered(asked.param)) == (guide, param) if asked else guide is None
 
 
 @pytest.mark.parametrize(

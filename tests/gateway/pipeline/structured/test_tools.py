@@ -88,16 +88,16 @@ def test_a_named_choice_forces_that_functions_parameters() -> None:
     made = plan(tools=TOOLS, tool_choice={"type": "function", "function": {"name": "get_time"}})
     asked = made.guide()
     # Its guide is that tool's parameters, and an error in it names them (issue 27 item 8).
-    assert asked is not None and asked.param == "tools[1].function.parameters"
+    assert asked is not None and asked.param == ("tools", 1, "function", "parameters")
     assert json.loads(asked.guide.text) == TIME["function"]["parameters"]
 
 
 def test_required_blames_the_whole_on_tool_choice_and_lists_each_tool_as_a_suspect() -> None:
     made = plan(tools=TOOLS, tool_choice="required")
     asked = made.guide()
-    assert asked is not None and asked.param == "tool_choice"
+    assert asked is not None and asked.param == ("tool_choice",)
     suspects = made.suspects()
-    assert [s.param for s in suspects] == [f"tools[{i}].function.parameters" for i in range(3)]
+    assert [s.param for s in suspects] == [("tools", i, "function", "parameters") for i in range(3)]
     assert json.loads(suspects[1].guide.text) == TIME["function"]["parameters"]
 
 

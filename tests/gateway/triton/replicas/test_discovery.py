@@ -16,6 +16,7 @@ import pytest
 from gateway.app import create_app
 from gateway.config import EmbeddedSettings, ServedModel, Settings
 from gateway.errors import UpstreamUnavailable
+from gateway.media.decoder import InProcessDecoder
 from gateway.runtime import build_runtime
 from gateway.triton.replicas import DnsName, ReplicaSet, parse_dns
 from tests.fakes.app import chat, http_client
@@ -106,7 +107,11 @@ async def test_the_gateway_follows_the_records_as_replicas_come_and_go(
         decode={"workers": 1},
         upstream={"dns_refresh_s": 0.05},
     )
-    runtime = await build_runtime(settings, connect=fakes.__getitem__)  # type: ignore[arg-type]
+    runtime = await build_runtime(  # media on threads: no decode worker process
+        settings,
+        connect=fakes.__getitem__,  # type: ignore[arg-type]
+        decoder=InProcessDecoder(),
+    )
     [replica_set] = runtime.replica_sets
     assert isinstance(replica_set, ReplicaSet)
     assert sorted(replica_set.replicas) == ["127.0.0.1:8001", "127.0.0.2:8001"]

@@ -15,6 +15,7 @@ import pytest
 
 from gateway.app import create_app
 from gateway.config import EmbeddedSettings, ServedModel, Settings
+from gateway.media.decoder import InProcessDecoder
 from gateway.observability.logging import JsonFormatter
 from gateway.runtime import Runtime, build_runtime
 from gateway.triton.replicas import ReplicaSet, choice
@@ -50,7 +51,11 @@ async def replicas(
         decode={"workers": 1},
     )
     by_url = {f.url: f for f in fakes}
-    runtime = await build_runtime(settings, connect=by_url.__getitem__)  # type: ignore[arg-type]
+    runtime = await build_runtime(  # media on threads: no decode worker process
+        settings,
+        connect=by_url.__getitem__,  # type: ignore[arg-type]
+        decoder=InProcessDecoder(),
+    )
     app = create_app(settings, runtime)
     app.state.runtime = runtime
     try:
