@@ -18,14 +18,25 @@ from tests.fakes.app import FakeGateway, http_client
 from tests.fakes.triton import FakeTriton
 from tests.gateway.routes.gateways import Gateways
 
+_WORKERS_ALLOWED: list[bool] = [False]
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked ``decode_workers`` (what only a worker process can show: a PDF renderer
+    killed on its time budget) may start the pool, its fixtures included; no other may."""
+    _WORKERS_ALLOWED[0] = item.get_closest_marker("decode_workers") is not None
+
 
 @pytest.fixture(scope="session", autouse=True)
 def no_decode_workers() -> Iterator[None]:
     """Starting the media worker pool in a route test fails it: each worker is a fresh
-    interpreter (about half a second of CPU here), and the routes need none."""
+    interpreter (about half a second of CPU here), and the routes need none (unless marked
+    ``decode_workers``)."""
     start = Offloader.start
 
     async def refused(self: Offloader) -> None:
+        if _WORKERS_ALLOWED[0]:
+            return await start(self)
         raise AssertionError("a route test started decode worker processes; decode in-process")
 
     Offloader.start = refused  # type: ignore[method-assign]

@@ -33,6 +33,10 @@ from tests.gateway.media.pdf_samples import (
     two_page_pdf,
 )
 
+# PDFs render in the decode worker processes, killed on their time budget: that is what these
+# tests show, so they start the pool (the routes' other tests decode in-process).
+pytestmark = pytest.mark.decode_workers
+
 URL = "/v1/chat/completions"
 LLAVA_FEATURES = 576  # families/llava.py: every image, so every page, is 576 features
 
