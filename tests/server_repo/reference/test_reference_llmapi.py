@@ -115,6 +115,11 @@ async def test_finish_reason_only_when_asked_and_none_until_the_last(
     reasons = asked.strings("finish_reason")
     assert reasons[-1] == "length" and set(reasons[:-1]) <= {"None"}
     assert asked.strings("stop_reason")[-1] == "None"
+    scored = await ask(
+        client, text_input="Hi", sampling_param_max_tokens=3, return_cumulative_logprob=True
+    )
+    assert scored.datatype("cumulative_logprob") == "BYTES"
+    assert scored.number("cumulative_logprob") <= 0.0
 
 
 def _single_token_stop(engine: ReferenceEngine, tokens: list[int]) -> tuple[str, int]:
@@ -182,6 +187,8 @@ async def test_images_as_data_urls_build_the_chat_prompt_and_reuse_kv_blocks(
     prompt = engine.prepare(LlmapiRequest("Compare them.", 6, pictures=pictures)).prompt
     blocks = -(-len(prompt) // 16)
     assert first.number("kv_cache_missed_block") == blocks
+    # NVIDIA's model.py sends numbers as str() in object arrays: BYTES despite the config.
+    assert first.datatype("kv_cache_missed_block") == "BYTES"
     # The same pictures again: every full prompt block but the last one's is reused.
     assert again.number("kv_cache_reused_block") == len(prompt) // 16 >= 2
 
