@@ -168,6 +168,31 @@ async def test_a_seed_replays_a_sampled_answer(client: grpcclient.InferenceServe
     assert first.texts != other.texts
 
 
+async def test_every_sampling_param_reaches_the_model(
+    client: grpcclient.InferenceServerClient, engine: ReferenceEngine
+) -> None:
+    values: dict[str, Any] = {
+        "text_input": "Tell me a story.",
+        "sampling_param_temperature": 0.7,
+        "sampling_param_top_k": 20,
+        "sampling_param_top_p": 0.9,
+        "sampling_param_frequency_penalty": 0.5,
+        "sampling_param_presence_penalty": 0.3,
+        "sampling_param_seed": 11,
+        "sampling_param_max_tokens": 30,
+        "sampling_param_exclude_input_from_output": True,
+    }
+    answer = await ask(client, **values)
+    request = LlmapiRequest(
+        "Tell me a story.", 30, temperature=0.7, top_k=20, top_p=0.9,
+        frequency_penalty=0.5, presence_penalty=0.3, seed=11,
+    )  # fmt: skip
+    assert answer.texts == [engine.complete(request).text]
+    penalties = ("sampling_param_frequency_penalty", "sampling_param_presence_penalty")
+    plain = await ask(client, **{k: v for k, v in values.items() if k not in penalties})
+    assert plain.texts != answer.texts
+
+
 async def test_images_as_data_urls_build_the_chat_prompt_and_reuse_kv_blocks(
     client: grpcclient.InferenceServerClient, engine: ReferenceEngine
 ) -> None:
