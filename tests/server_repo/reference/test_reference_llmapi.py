@@ -23,6 +23,7 @@ import tritonclient.grpc.aio as grpcclient
 from gateway.triton.embedded import EmbeddedTriton
 from server_repo.reference_kit import ReferenceEngine, load_engine
 from server_repo.reference_kit.llmapi_request import LlmapiRequest
+from server_repo.reference_kit.llmapi_triton import TOKENS_PER_BLOCK
 from tests.conftest import REFERENCE_REPOSITORY
 from tests.server_repo.nvidia_llmapi import NVIDIA_INPUTS, NVIDIA_OUTPUTS
 from tests.server_repo.reference.llmapi_client import MODEL, Answer, ask, data_url, inputs
@@ -196,7 +197,7 @@ async def test_every_sampling_param_reaches_the_model(
 async def test_images_as_data_urls_build_the_chat_prompt_and_reuse_kv_blocks(
     client: grpcclient.InferenceServerClient, engine: ReferenceEngine
 ) -> None:
-    pictures = (rgb_image(1, 56, 84)[0], rgb_image(2, 84, 56)[0])
+    pictures = (rgb_image(1, 112, 168)[0], rgb_image(2, 168, 112)[0])
     request = {
         "text_input": "Compare them.",
         "image_url": [data_url(p) for p in pictures],
@@ -210,12 +211,12 @@ async def test_images_as_data_urls_build_the_chat_prompt_and_reuse_kv_blocks(
     local = engine.complete(LlmapiRequest("Compare them.", 6, pictures=pictures))
     assert first.texts == again.texts == [local.text]
     prompt = engine.prepare(LlmapiRequest("Compare them.", 6, pictures=pictures)).prompt
-    blocks = -(-len(prompt) // 16)
+    blocks = -(-len(prompt) // TOKENS_PER_BLOCK)
     assert first.number("kv_cache_missed_block") == blocks
     # NVIDIA's model.py sends numbers as str() in object arrays: BYTES despite the config.
     assert first.datatype("kv_cache_missed_block") == "BYTES"
     # The same pictures again: every full prompt block but the last one's is reused.
-    assert again.number("kv_cache_reused_block") == len(prompt) // 16 >= 2
+    assert again.number("kv_cache_reused_block") == len(prompt) // TOKENS_PER_BLOCK >= 2
 
 
 async def test_an_http_image_url_is_refused_in_nvidias_words(
