@@ -55,6 +55,9 @@ from server_repo.reference_kit.weights import publish_pretrained_tokenizer
 ERROR_PREFIX = "Error generating request: "
 CANCELLED_MESSAGE = "Request cancelled by client"
 DEFAULT_CANCELLATION_CHECK_MS = 100
+# TensorRT-LLM's PyTorch-backend KV block size (kv_cache_config.tokens_per_block), which
+# `mmgw trtllm-repo --backend llmapi` writes out too: kv_cache_reused_block counts these.
+TOKENS_PER_BLOCK = 32
 METRIC_BATCH = 8  # tokens per metric update: each one is a round trip to the server
 
 
@@ -96,7 +99,7 @@ class LlmapiTritonModel:
         self.engine: ReferenceEngine = load_engine(
             self.family,
             checkpoint=params.get("checkpoint") or None,
-            tokens_per_block=int(params.get("tokens_per_block") or 16),
+            tokens_per_block=int(params.get("tokens_per_block") or TOKENS_PER_BLOCK),
             max_cached_tokens=int(params.get("max_cached_tokens") or DEFAULT_MAX_CACHED_TOKENS),
         )
         publish_pretrained_tokenizer(self.engine.assets.tokenizer, config["name"])

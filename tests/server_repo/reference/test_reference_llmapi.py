@@ -23,6 +23,7 @@ import tritonclient.grpc.aio as grpcclient
 from gateway.triton.embedded import EmbeddedTriton
 from server_repo.reference_kit import ReferenceEngine, load_engine
 from server_repo.reference_kit.llmapi_request import LlmapiRequest
+from server_repo.reference_kit.llmapi_triton import TOKENS_PER_BLOCK
 from tests.conftest import REFERENCE_REPOSITORY
 from tests.server_repo.nvidia_llmapi import NVIDIA_INPUTS, NVIDIA_OUTPUTS
 from tests.server_repo.reference.llmapi_client import MODEL, Answer, ask, data_url, inputs
@@ -115,6 +116,11 @@ async def test_finish_reason_only_when_asked_and_none_until_the_last(
     reasons = asked.strings("finish_reason")
     assert reasons[-1] == "length" and set(reasons[:-1]) <= {"None"}
     assert asked.strings("stop_reason")[-1] == "None"
+    scored = await ask(
+        client, text_input="Hi", sampling_param_max_tokens=3, return_cumulative_logprob=True
+    )
+    assert scored.datatype("cumulative_logprob") == "BYTES"
+    assert scored.number("cumulative_logprob") <= 0.0
 
 
 def _single_token_stop(engine: ReferenceEngine, tokens: list[int]) -> tuple[str, int]:
@@ -163,10 +169,35 @@ async def test_a_seed_replays_a_sampled_answer(client: grpcclient.InferenceServe
     assert first.texts != other.texts
 
 
+async def test_every_sampling_param_reaches_the_model(
+    client: grpcclient.InferenceServerClient, engine: ReferenceEngine
+) -> None:
+    values: dict[str, Any] = {
+        "text_input": "Tell me a story.",
+        "sampling_param_temperature": 0.7,
+        "sampling_param_top_k": 20,
+        "sampling_param_top_p": 0.9,
+        "sampling_param_frequency_penalty": 0.5,
+        "sampling_param_presence_penalty": 0.3,
+        "sampling_param_seed": 11,
+        "sampling_param_max_tokens": 30,
+        "sampling_param_exclude_input_from_output": True,
+    }
+    answer = await ask(client, **values)
+    request = LlmapiRequest(
+        "Tell me a story.", 30, temperature=0.7, top_k=20, top_p=0.9,
+        frequency_penalty=0.5, presence_penalty=0.3, seed=11,
+    )  # fmt: skip
+    assert answer.texts == [engine.complete(request).text]
+    penalties = ("sampling_param_frequency_penalty", "sampling_param_presence_penalty")
+    plain = await ask(client, **{k: v for k, v in values.items() if k not in penalties})
+    assert plain.texts != answer.texts
+
+
 async def test_images_as_data_urls_build_the_chat_prompt_and_reuse_kv_blocks(
     client: grpcclient.InferenceServerClient, engine: ReferenceEngine
 ) -> None:
-    pictures = (rgb_image(1, 56, 84)[0], rgb_image(2, 84, 56)[0])
+    pictures = (rgb_image(1, 112, 168)[0], rgb_image(2, 168, 112)[0])
     request = {
         "text_input": "Compare them.",
         "image_url": [data_url(p) for p in pictures],
@@ -180,10 +211,12 @@ async def test_images_as_data_urls_build_the_chat_prompt_and_reuse_kv_blocks(
     local = engine.complete(LlmapiRequest("Compare them.", 6, pictures=pictures))
     assert first.texts == again.texts == [local.text]
     prompt = engine.prepare(LlmapiRequest("Compare them.", 6, pictures=pictures)).prompt
-    blocks = -(-len(prompt) // 16)
+    blocks = -(-len(prompt) // TOKENS_PER_BLOCK)
     assert first.number("kv_cache_missed_block") == blocks
+    # NVIDIA's model.py sends numbers as str() in object arrays: BYTES despite the config.
+    assert first.datatype("kv_cache_missed_block") == "BYTES"
     # The same pictures again: every full prompt block but the last one's is reused.
-    assert again.number("kv_cache_reused_block") == len(prompt) // 16 >= 2
+    assert again.number("kv_cache_reused_block") == len(prompt) // TOKENS_PER_BLOCK >= 2
 
 
 async def test_an_http_image_url_is_refused_in_nvidias_words(

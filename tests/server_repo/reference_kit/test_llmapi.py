@@ -106,9 +106,11 @@ def test_a_multi_token_stop_string_is_held_back_then_cut_off() -> None:
 def test_perf_outputs_count_prompt_blocks() -> None:
     stats = GenerationStats(16, input_tokens=40, output_tokens=10, reused_blocks=2)
     outputs = perf_outputs(stats, Timing(1, 2, 3, 4))
-    assert outputs["kv_cache_reused_block"].tolist() == [2]
-    assert outputs["kv_cache_missed_block"].tolist() == [1]  # 3 prompt blocks
-    assert outputs["kv_cache_alloc_total_blocks"].tolist() == [4]
-    assert outputs["kv_cache_alloc_new_blocks"].tolist() == [2]
-    assert outputs["kv_cache_hit_rate"].dtype == np.float32
-    assert outputs["arrival_time_ns"].dtype == np.int64
+    assert outputs["kv_cache_reused_block"].tolist() == [b"2"]
+    assert outputs["kv_cache_missed_block"].tolist() == [b"1"]  # 3 prompt blocks
+    assert outputs["kv_cache_alloc_total_blocks"].tolist() == [b"4"]
+    assert outputs["kv_cache_alloc_new_blocks"].tolist() == [b"2"]
+    assert float(outputs["kv_cache_hit_rate"][0]) == pytest.approx(2 / 3)
+    assert outputs["arrival_time_ns"].tolist() == [b"1"]
+    # As NVIDIA's model.py sends them: BYTES, whatever config.pbtxt declares.
+    assert all(array.dtype == np.object_ for array in outputs.values())
