@@ -327,7 +327,10 @@ async def test_completions_send_the_prompt_as_it_is(
 
 async def test_models_list_the_contract(http: httpx.AsyncClient, fake: FakeTriton) -> None:
     card = (await http.get("/v1/models/fake-llmapi")).json()
-    assert (card["contract"], card["family"]) == ("llmapi", "llmapi")
+    assert (card["contract"], card["family"]) == ("llmapi", None)
+    hermes = (await http.get("/v1/models/fake-llmapi-hermes")).json()
+    assert (hermes["contract"], hermes["family"]) == ("llmapi", "qwen2_vl")
+    assert "NVIDIA's llmapi Triton model" in hermes["server_side"]
     assert (await http.get("/v1/models/fake-llava")).json()["contract"] == "engine"
 
 
