@@ -20,7 +20,6 @@ import asyncio
 from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from gateway.errors import GatewayError
 from gateway.families.calls import FinishReason, GenerationRequest, Outcome, TokenLogprob
 from gateway.observability.record import RequestRecord
 from gateway.pipeline._watchdog import SilenceWatch, as_timeout
@@ -73,8 +72,11 @@ class RunBase:
         self.scored: list[TokenLogprob] = []
         self._streams: list[AsyncGenerator[Any, None]] = []
 
-    def _silence(self) -> GatewayError | None:
-        return as_timeout(self.watch)
+    def _timed_out(self, cancel: asyncio.CancelledError) -> BaseException:
+        """What a cancellation of this run stands for: the silence watch's timeout when it
+        fired, else the cancellation itself."""
+        timeout = as_timeout(self.watch)
+        return cancel if timeout is None else timeout
 
     def failed(self) -> None:
         """A failed call: a LoRA adapter sent by id alone may have been evicted."""
@@ -124,11 +126,8 @@ class TextRun(RunBase):
                     self.scored.append(asked.token(text, *token_scores(raw)))
                 if text:
                     yield text
-        except asyncio.CancelledError:
-            timeout = self._silence()
-            if timeout is None:
-                raise
-            raise timeout from None
+        except asyncio.CancelledError as cancel:
+            raise self._timed_out(cancel) from None
         finally:
             record.replica = route.replica
 

@@ -17,7 +17,7 @@ import asyncio
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
 
-from gateway.errors import UpstreamError
+from gateway.errors import UpstreamFailed
 from gateway.families.calls import FinishReason, LlmapiRequest, Outcome
 from gateway.observability.record import RequestRecord
 from gateway.pipeline._calls import RunBase
@@ -67,15 +67,12 @@ class LlmapiRun(RunBase):
                     record.on_token()
                     text.append(piece)
                     yield piece
-        except asyncio.CancelledError:
-            timeout = self._silence()
-            if timeout is None:
-                raise
-            raise timeout from None
+        except asyncio.CancelledError as cancel:
+            raise self._timed_out(cancel) from None
         finally:
             record.replica = route.replica
         if self.finish_reason in ("timeout", "cancelled"):
-            raise UpstreamError(
+            raise UpstreamFailed(
                 f"the llmapi model ended the request early (finish_reason {self.finish_reason!r})"
             )
 

@@ -46,11 +46,8 @@ class NamedRun(RunBase):
             async with contextlib.aclosing(self._named_calls()) as pieces:
                 async for piece in pieces:
                     yield piece
-        except asyncio.CancelledError:
-            timeout = self._silence()
-            if timeout is None:
-                raise
-            raise timeout from None
+        except asyncio.CancelledError as cancel:
+            raise self._timed_out(cancel) from None
 
     def _open(self, call: NamedCall) -> AsyncGenerator[Any, None]:
         served = self.prepared.served

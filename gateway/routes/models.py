@@ -21,7 +21,7 @@ def _card(served: ServedRuntime) -> ModelCard:
         id=served.config.id,
         created=_CREATED,
         owned_by=served.config.owned_by,
-        family=served.family.name,
+        family=served.config.family,  # None: NVIDIA's llmapi model, served without one
         server_side=served.server_side(),
         contract=served.contract.kind if served.contract is not None else None,
     )

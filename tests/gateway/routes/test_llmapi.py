@@ -24,6 +24,8 @@ from google.protobuf import json_format, text_format
 from PIL import Image
 from tritonclient.grpc import model_config_pb2
 
+from gateway.pipeline.chat import prepare_chat
+from gateway.protocol.chat import ChatCompletionRequest
 from tests.fakes.app import AsgiCall, FakeGateway, assert_openai_error, data_url, image_part, png
 from tests.fakes.triton import FakeTriton
 
@@ -325,7 +327,10 @@ async def test_completions_send_the_prompt_as_it_is(
 
 async def test_models_list_the_contract(http: httpx.AsyncClient, fake: FakeTriton) -> None:
     card = (await http.get("/v1/models/fake-llmapi")).json()
-    assert (card["contract"], card["family"]) == ("llmapi", "llmapi")
+    assert (card["contract"], card["family"]) == ("llmapi", None)
+    hermes = (await http.get("/v1/models/fake-llmapi-hermes")).json()
+    assert (hermes["contract"], hermes["family"]) == ("llmapi", "qwen2_vl")
+    assert "NVIDIA's llmapi Triton model" in hermes["server_side"]
     assert (await http.get("/v1/models/fake-llava")).json()["contract"] == "engine"
 
 
@@ -358,3 +363,23 @@ async def test_a_prompt_over_max_input_tokens_is_refused_counted_exactly(
         assert (await http.post(URL, json=ask("?"))).status_code == 400
     finally:
         served.config = config
+
+
+async def test_repeated_images_share_an_affinity_key_whatever_the_text(
+    gateway: FakeGateway, fake: FakeTriton
+) -> None:
+    """Replica affinity keys on the images' content id, as on the engine path, so a repeated
+    image lands on the replica holding its KV blocks; a text request on its prompt."""
+
+    async def key(text: str, *images: bytes) -> int | None:
+        content = [{"type": "text", "text": text}, *(image_part(data_url(i)) for i in images)]
+        request = ChatCompletionRequest.model_validate(ask(content))
+        (prepared,) = await prepare_chat(request, gateway.runtime)
+        return prepared.route_key
+
+    first = await key("What?", png(1))
+    assert first is not None
+    assert await key("Something else entirely?", png(1)) == first
+    assert await key("What?", png(2)) != first
+    assert await key("What?", png(1), png(2)) not in (first, await key("What?", png(2)))
+    assert await key("Just text") == await key("Just text") != first

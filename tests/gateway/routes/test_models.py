@@ -21,7 +21,9 @@ async def test_the_list_holds_every_served_id_in_order(
         served.id for served in gateway.runtime.settings.models
     ]
     for card in body["data"]:
-        assert set(card) == {"id", "object", "created", "owned_by", "family", "server_side"}
+        assert set(card) == {
+            "id", "object", "created", "owned_by", "family", "server_side", "contract",
+        }  # fmt: skip
         assert card["object"] == "model" and card["owned_by"] == "multimodal-gateway"
         assert isinstance(card["created"], int) and card["created"] > 0
 
