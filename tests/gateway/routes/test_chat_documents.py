@@ -25,9 +25,11 @@ from tests.fakes.app import (
 )
 from tests.fakes.triton import FakeTriton
 from tests.gateway.media.pdf_samples import (
+    content_bomb_pdf,
     deeply_nested_pdf,
     encrypted_pdf,
     huge_page_pdf,
+    lying_page_count_pdf,
     sliver_page_pdf,
     text_pdf,
     two_page_pdf,
@@ -193,8 +195,14 @@ async def test_malformed_encrypted_and_foreign_files_are_refused(
 
 @pytest.mark.parametrize(
     "pdf",
-    [deeply_nested_pdf(), huge_page_pdf(), sliver_page_pdf()],
-    ids=["deep-nesting", "huge-page-box", "sliver-page"],
+    [
+        deeply_nested_pdf(),
+        huge_page_pdf(),
+        sliver_page_pdf(),
+        lying_page_count_pdf(),
+        content_bomb_pdf(),
+    ],
+    ids=["deep-nesting", "huge-page-box", "sliver-page", "lying-page-count", "content-bomb"],
 )
 async def test_hostile_pdfs_are_rendered_within_the_caps_or_refused_fast(
     http: httpx.AsyncClient, fake: FakeTriton, pdf: bytes
