@@ -19,10 +19,12 @@ from gateway.errors import GatewayError, ModelNotFound, RateLimited
 from gateway.families.base import Family
 from gateway.families.registry import get_family
 from gateway.families.vocabulary import Vocabulary
+from gateway.media.cache import ContentCache
 from gateway.media.decoder import Decoder
 from gateway.media.fetch import MediaFetcher
 from gateway.media.identity import ExtraIdRegistry
 from gateway.media.offload import Offloader, OffloadLimits
+from gateway.media.pdf import RenderedDocument
 from gateway.observability.metrics import GatewayMetrics
 from gateway.sandbox import SandboxPool, VerdictCache
 from gateway.store import PostgresStore, ResponseStore, Retention, SqliteStore
@@ -167,6 +169,10 @@ class Runtime:
     # Guides are compiled in sandboxed processes, started on the first guide (none before).
     guide_sandbox: SandboxPool = field(init=False)
     guide_verdicts: VerdictCache = field(init=False)
+    # Rendered PDFs by their bytes and caps: a conversation re-sends its document every turn.
+    documents: ContentCache[RenderedDocument] = field(
+        default_factory=lambda: ContentCache(32, 256 * 1024 * 1024, 600.0)
+    )
 
     def __post_init__(self) -> None:
         if self.responses is None:

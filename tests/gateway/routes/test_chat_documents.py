@@ -30,6 +30,7 @@ from tests.gateway.media.pdf_samples import (
     encrypted_pdf,
     huge_page_pdf,
     lying_page_count_pdf,
+    make_pdf,
     sliver_page_pdf,
     text_pdf,
     two_page_pdf,
@@ -341,3 +342,25 @@ async def test_a_documents_text_cannot_forge_the_familys_markers(
     )
     assert "<image>" in error["message"]
     assert not fake.requests
+
+
+async def test_a_re_sent_document_is_rendered_once_and_still_held_to_the_limits(
+    documents: FakeGateway, http: httpx.AsyncClient, fake: FakeTriton
+) -> None:
+    def renders() -> float:
+        child = documents.runtime.metrics.media_seconds.labels("document", "decode")
+        return sum(s.value for s in child.collect()[0].samples if s.name.endswith("_count"))
+
+    pdf = make_pdf(["A conversation's document", "its second page"])
+    before = renders()
+    for _ in range(3):  # a conversation re-sends its document every turn
+        response = await http.post(URL, json=ask(file_part(pdf)))
+        assert response.status_code == 200, response.text
+    assert renders() - before == 1
+    assert len({r.scalar("prompt_table_extra_id") for r in fake.requests}) == 1
+    # Cached, but two pages are still one too many for OneVision.
+    error = assert_openai_error(
+        await http.post(URL, json=ask(file_part(pdf), "fake-onevision")), 400
+    )
+    assert error["code"] == "too_many_media_items" and "2 pages" in error["message"]
+    assert renders() - before == 1
