@@ -140,7 +140,8 @@ class _PageBudget:
     def left(self) -> tuple[int, str]:
         left = max(self.limit - self.used, 0)
         if self.used:
-            return left, f"{self.why}, and this request has {self.used} besides"
+            others = "other image" if self.used == 1 else "other images"
+            return left, f"{self.why}, and this request has {self.used} {others}"
         return left, self.why
 
 

@@ -330,7 +330,7 @@ async def test_a_document_for_a_model_without_images_is_refused_before_any_fetch
     already = [{"type": "image_url", "image_url": {"url": data_url(png(1))}}] * 8
     body = chat([*already, file_part(text_pdf(1))], max_tokens=2)
     error = assert_openai_error(await http.post(URL, json=body), 400, "too_many_media_items")
-    assert "this request has 8 besides" in error["message"]
+    assert "this request has 8 other images" in error["message"]
 
 
 async def test_a_documents_text_cannot_forge_the_familys_markers(
