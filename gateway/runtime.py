@@ -21,10 +21,12 @@ from gateway.families.chat_template import TemplateError
 from gateway.families.llmapi import NVIDIA_LLMAPI, Llmapi, LlmapiModel
 from gateway.families.registry import get_family
 from gateway.families.vocabulary import Vocabulary
+from gateway.media.cache import ContentCache
 from gateway.media.decoder import Decoder
 from gateway.media.fetch import MediaFetcher
 from gateway.media.identity import ExtraIdRegistry
 from gateway.media.offload import Offloader, OffloadLimits
+from gateway.media.pdf import RenderedDocument
 from gateway.media.plane import Fetcher, MediaPlane
 from gateway.observability.metrics import GatewayMetrics
 from gateway.sandbox import SandboxPool, VerdictCache
@@ -222,6 +224,10 @@ class Runtime:
     guide_verdicts: VerdictCache = field(init=False)
     # The fetcher, decoder and id registry above, with every media limit built once.
     media: MediaPlane = field(init=False)
+    # Rendered PDFs by their bytes and caps: a conversation re-sends its document every turn.
+    documents: ContentCache[RenderedDocument] = field(
+        default_factory=lambda: ContentCache(32, 256 * 1024 * 1024, 600.0)
+    )
 
     def __post_init__(self) -> None:
         self.media = MediaPlane(

@@ -36,6 +36,7 @@ __all__ = [
     "PdfLimits",
     "RenderedDocument",
     "RenderedPage",
+    "check_page_count",
     "is_pdf",
     "render_pdf",
 ]
@@ -76,6 +77,11 @@ class RenderedDocument:
     def pixels(self) -> int:
         return sum(page.width * page.height for page in self.pages)
 
+    @property
+    def size(self) -> int:
+        """Bytes held: the pages' PNGs and text."""
+        return sum(len(page.png) + len(page.text) for page in self.pages)
+
 
 def is_pdf(data: bytes) -> bool:
     """Whether ``data`` starts like a PDF (the header within its first kilobyte)."""
@@ -103,7 +109,7 @@ def render_pdf(
     document = _open(data)
     try:
         count = len(document)
-        _check_page_count(count, caps.max_pages, pages_allowed, allowed_why)
+        check_page_count(count, caps.max_pages, pages_allowed, allowed_why)
         rendered = []
         total = 0
         for index in range(count):
@@ -138,7 +144,9 @@ def _open(data: bytes) -> pdfium.PdfDocument:
         ) from None
 
 
-def _check_page_count(count: int, max_pages: int, allowed: int, allowed_why: str) -> None:
+def check_page_count(count: int, max_pages: int, allowed: int, allowed_why: str) -> None:
+    """Refuse a document of ``count`` pages over the server's cap or what the request may
+    carry (``allowed``, ``allowed_why``)."""
     if count < 1:
         raise MediaDecodeError("The PDF has no pages.", code="invalid_document")
     if count > max_pages:

@@ -195,7 +195,7 @@ class GatewayMetrics:
             registry=r,
         )
         self.document_pages = Counter(
-            "mmgw_document_pages", "PDF pages rendered and sent as images, by model.", ["model"],
+            "mmgw_document_pages", "PDF pages sent as images, by model.", ["model"],
             registry=r,
         )  # fmt: skip
 
@@ -219,8 +219,8 @@ class GatewayMetrics:
         """All of one request's media are ready (the pipeline calls this)."""
         self.media_prepare_seconds.labels(model).observe(seconds)
 
-    def document_rendered(self, model: str, pages: int) -> None:
-        """A request's PDF documents were rendered to ``pages`` page images."""
+    def document_pages_sent(self, model: str, pages: int) -> None:
+        """A request's PDF documents became ``pages`` page images (rendered or cached)."""
         if pages:
             self.document_pages.labels(model).inc(pages)
 

@@ -11,12 +11,14 @@ fetcher: a loopback ``file_url`` is refused as any loopback URL is) and rendered
 worker processes under ``[media.pdf]``'s caps and its own render budget. The pages it may have
 are those the request can still carry as images (the family's limit, the engine's, the
 server's, less the request's other images); past that the refusal names the page count and
-the limit, and the part it came from.
+the limit, and the part it came from. A rendered document is kept a while (``Runtime.documents``,
+by its bytes and the caps): a conversation re-sends its document with every turn.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +32,7 @@ from gateway.errors import (
     UnsupportedMedia,
 )
 from gateway.media.local import FrameList
-from gateway.media.pdf import RenderedDocument, is_pdf, render_pdf
+from gateway.media.pdf import PdfLimits, RenderedDocument, check_page_count, is_pdf, render_pdf
 from gateway.observability.tracing import phase
 from gateway.protocol.chat import (
     ChatCompletionRequest,
@@ -97,7 +99,7 @@ async def expand_documents(
             expanded.pages += len(document.pages)
         messages.append(message.model_copy(update={"content": content}))
     expanded.request = request.model_copy(update={"messages": messages})
-    runtime.metrics.document_rendered(served.config.id, expanded.pages)
+    runtime.metrics.document_pages_sent(served.config.id, expanded.pages)
     return expanded
 
 
@@ -139,7 +141,8 @@ class _PageBudget:
     def left(self) -> tuple[int, str]:
         left = max(self.limit - self.used, 0)
         if self.used:
-            return left, f"{self.why}, and this request has {self.used} besides"
+            others = "other image" if self.used == 1 else "other images"
+            return left, f"{self.why}, and this request has {self.used} {others}"
         return left, self.why
 
 
@@ -154,22 +157,36 @@ async def _render(
             code="unsupported_content_part" if served.family.image_tensor is None else None,
         )
     data = await _document_bytes(part, where, runtime)
-    settings = runtime.settings.media.pdf
-    submitted = time.perf_counter()
+    caps = runtime.settings.media.pdf.pdf_limits()
+    key = f"{hashlib.sha256(data).hexdigest()}|{caps!r}"
     try:
-        document: RenderedDocument = await runtime.media.decoder.run(
-            render_pdf,
-            data,
-            settings.pdf_limits(),
-            left,
-            why,
-            what="the PDF",
-            on_wait=lambda seconds: runtime.metrics.queued("decode", seconds),
-            timeout_s=settings.render_timeout_s,
-        )
+        document = runtime.documents.get(key)
+        if document is not None:  # rendered before (a conversation re-sends its document)
+            check_page_count(len(document.pages), caps.max_pages, left, why)
+        else:
+            document = await _rendered(data, caps, left, why, runtime)
+            runtime.documents.put(key, document, document.size)
     except GatewayError as exc:
         raise exc.revised(message=(where, f": {exc.message}")).located(where) from exc
     budget.used += len(document.pages)
+    return document
+
+
+async def _rendered(
+    data: bytes, caps: PdfLimits, left: int, why: str, runtime: Runtime
+) -> RenderedDocument:
+    """The document rendered in a worker process, under its own render budget."""
+    submitted = time.perf_counter()
+    document: RenderedDocument = await runtime.media.decoder.run(
+        render_pdf,
+        data,
+        caps,
+        left,
+        why,
+        what="the PDF",
+        on_wait=lambda seconds: runtime.metrics.queued("decode", seconds),
+        timeout_s=runtime.settings.media.pdf.render_timeout_s,
+    )
     runtime.metrics.media_decoded("document", document.render_s, document.pixels)
     phase("media.render_pdf", submitted, pages=len(document.pages))
     return document

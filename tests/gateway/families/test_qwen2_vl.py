@@ -55,3 +55,18 @@ def test_wire_tensors_without_the_extra_id() -> None:
     assert inputs["image_bytes_input"][:2] == ("UINT8", [1, 1, 504, 504, 3])
     assert "prompt_table_extra_id" not in inputs
     assert inputs["end_id"][2].item() == 151645
+
+
+def test_detail_changes_nothing_at_its_one_resolution() -> None:
+    """Qwen2-VL is sent at 504 x 504 whatever the image (324 features, as max_multimodal_len is
+    sized): every detail is the same pixels, the same content id and the same token count."""
+    from PIL import Image
+
+    from gateway.families.qwen2_vl import Qwen2VL
+
+    family = Qwen2VL()
+    image = Image.new("RGB", (1600, 1200))
+    for detail in ("low", "high", "auto", "original"):
+        assert family.image_for_detail(image, detail) is image
+        assert family.detail_key(detail) == ""
+    assert family.image_tokens([(1200, 1600)]) == family.image_tokens([(10, 10)]) == 324

@@ -147,3 +147,21 @@ def huge_page_pdf() -> bytes:
 def sliver_page_pdf() -> bytes:
     """One page 14400 points long and 1 point wide: any fitting scale leaves it no width."""
     return make_pdf(["x"], page_size=(1, 14400))
+
+
+def lying_page_count_pdf(claimed: int = 999_999_999) -> bytes:
+    """One page whose page tree claims ``claimed`` pages."""
+    return make_pdf(["one page"]).replace(b"/Count 1", b"/Count %d" % claimed)
+
+
+def content_bomb_pdf(decoded_bytes: int = 50_000_000) -> bytes:
+    """A page whose content stream deflates from a few kilobytes to ``decoded_bytes`` of
+    blanks (a decompression bomb inside the document)."""
+    bomb = zlib.compress(b" " * decoded_bytes, 9)
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R >>",
+        _stream(bomb, b"/Filter /FlateDecode "),
+    ]
+    return _document(objects)

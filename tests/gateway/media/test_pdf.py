@@ -10,8 +10,11 @@ from PIL import Image
 from gateway.errors import MediaDecodeError, MediaTooLarge, TooManyMediaItems
 from gateway.media.pdf import PdfLimits, render_pdf, render_scale
 from tests.gateway.media.pdf_samples import (
+    content_bomb_pdf,
+    deeply_nested_pdf,
     encrypted_pdf,
     huge_page_pdf,
+    lying_page_count_pdf,
     make_pdf,
     picture,
     text_pdf,
@@ -67,3 +70,12 @@ def test_encrypted_and_malformed_files_are_refused() -> None:
     assert malformed.value.code == "invalid_document"
     with pytest.raises(MediaDecodeError, match="not a PDF"):
         render_pdf(b"GIF89a", PdfLimits(), 8, "")
+
+
+def test_hostile_structures_are_bounded() -> None:
+    """PDFium counts the pages it finds, not the tree's claim; bounds its own nesting; and a
+    content stream that inflates to 50 MB of blanks renders one blank page."""
+    assert len(render_pdf(lying_page_count_pdf(), PdfLimits(), 1, "").pages) == 1
+    assert len(render_pdf(deeply_nested_pdf(), PdfLimits(), 1, "").pages) == 1
+    (page,) = render_pdf(content_bomb_pdf(), PdfLimits(dpi=36), 1, "").pages
+    assert (page.width, page.height) == (306, 396) and page.text == ""

@@ -18,6 +18,7 @@ from gateway.observability.logging import JsonFormatter
 from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.middleware import RequestIdMiddleware
 from gateway.observability.record import record_of
+from gateway.protocol.common import MediaTokens, UsageCounts
 from tests.gateway.observability.test_metrics import samples
 
 SECRET = "the-prompt-must-not-be-logged"
@@ -29,6 +30,9 @@ async def chat(request: Request) -> JSONResponse:
     record.set_model("m", served=True)
     record.on_token()
     record.on_token()
+    if request.query_params.get("media"):
+        usage = UsageCounts(900, 2, media=MediaTokens(image_tokens=729, video_tokens=41))
+        record.set_usage(usage, "stop")
     if request.query_params.get("fail"):
         error = InvalidRequest("bad max_tokens", param="max_tokens")
         return JSONResponse(error.to_body(), status_code=400)
@@ -158,3 +162,18 @@ async def test_a_request_refused_before_routing_counts_under_its_endpoint() -> N
     for endpoint in ("/v1/chat", "/items/{item}", "unmatched"):
         key = (("code", "busy"), ("endpoint", endpoint), ("model", ""), ("status", "429"))
         assert got[("mmgw_requests_total", key)] == 1, endpoint
+
+
+async def test_media_tokens_are_logged_and_counted_per_model_and_modality(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="gateway.access")
+    metrics = GatewayMetrics()
+    await post(build(metrics), "/v1/chat?media=1", content="x")
+    [line] = access_lines(caplog)
+    assert line["prompt_tokens"] == 900
+    assert line["image_tokens"] == 729 and line["video_tokens"] == 41
+    assert "audio_tokens" not in line
+    got = samples(metrics)
+    assert got[("mmgw_media_tokens_total", (("modality", "image"), ("model", "m")))] == 729
+    assert got[("mmgw_media_tokens_total", (("modality", "video"), ("model", "m")))] == 41

@@ -3,6 +3,7 @@ Triton: what reaches the deployment, the content id, and the usage's image token
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -109,3 +110,26 @@ async def test_an_image_whose_header_is_over_the_budget_is_refused_before_decodi
         )
     assert "by its header, before decoding" in error["message"]
     assert error["param"] == "messages[0].content[0]"
+
+
+async def test_streamed_usage_carries_the_image_tokens_in_chat_and_responses(
+    http: httpx.AsyncClient, fake: FakeTriton
+) -> None:
+    body = ask("low") | {"stream": True, "stream_options": {"include_usage": True}}
+    async with http.stream("POST", URL, json=body) as response:
+        lines = [line async for line in response.aiter_lines() if line.startswith("data: {")]
+    usage = json.loads(lines[-1][6:])["usage"]
+    assert usage["prompt_tokens_details"]["image_tokens"] == anyres_features(307, 384)
+    image = {"type": "input_image", "image_url": PICTURE, "detail": "low"}
+    request = {
+        "model": "fake-onevision",
+        "stream": True,
+        "max_output_tokens": 2,
+        "input": [{"role": "user", "content": [image, {"type": "input_text", "text": "?"}]}],
+    }
+    async with http.stream("POST", "/v1/responses", json=request) as response:
+        events = [line async for line in response.aiter_lines() if line.startswith("data: {")]
+    final = json.loads(events[-1][6:])
+    assert final["type"] in ("response.completed", "response.incomplete")
+    details = final["response"]["usage"]["input_tokens_details"]
+    assert details["image_tokens"] == anyres_features(307, 384)
