@@ -13,7 +13,7 @@ from typing import Annotated, TypeVar
 from fastapi import Depends
 from starlette.requests import HTTPConnection
 
-from gateway.errors import FieldNames, same_names
+from gateway.location import FieldNames, same_names
 from gateway.observability.metrics import GatewayMetrics
 from gateway.runtime import Runtime
 
