@@ -19,7 +19,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from gateway.auth import ApiKeyMiddleware
 from gateway.config import Settings
 from gateway.drain import Drain, DrainMiddleware
-from gateway.errors import ClientError, FieldNames, GatewayError, StartupAborted, same_names
+from gateway.errors import ClientError, GatewayError, StartupAborted
+from gateway.location import FieldNames, same_names
 from gateway.observability.access import AccessMiddleware
 from gateway.observability.deadline import BodyDeadlineMiddleware, MinRate
 from gateway.observability.metrics import GatewayMetrics

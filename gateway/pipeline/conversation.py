@@ -13,9 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from gateway.errors import InvalidRequest, Location, echoed
+from gateway.errors import InvalidRequest, echoed
 from gateway.families.base import Conversation, Turn
 from gateway.families.tool_formats.base import ToolCall
+from gateway.location import Location
 from gateway.protocol.chat import (
     AudioURLPart,
     ChatMessage,

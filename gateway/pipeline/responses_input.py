@@ -18,7 +18,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from gateway.errors import InvalidRequest, Location
+from gateway.errors import InvalidRequest
+from gateway.location import Location
 from gateway.protocol.chat import ChatMessage
 from gateway.protocol.invalid import invalid_request
 from gateway.protocol.responses import (

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gateway.errors import Location
+from gateway.location import Location
 
 __all__ = ["ResponsesNames"]
 

@@ -17,7 +17,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from gateway.errors import InvalidRequest, Location
+from gateway.errors import InvalidRequest
+from gateway.location import Location
 
 __all__ = ["invalid_request", "location_in_request"]
 

@@ -20,7 +20,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from gateway.auth import key_id
-from gateway.errors import Location, NotFound, echoed
+from gateway.errors import NotFound, echoed
+from gateway.location import Location
 from gateway.pipeline.responses_input import normalise
 from gateway.protocol.conversations import ConversationCreate, ConversationUpdate, ItemsCreate
 from gateway.routes import openapi

@@ -11,13 +11,11 @@ import pytest
 from gateway.errors import (
     GatewayError,
     InvalidRequest,
-    Location,
     MediaTooLarge,
     MediaURLError,
     RequestTooLarge,
-    location_of,
-    rendered,
 )
+from gateway.location import Location, location_of, rendered
 
 
 def test_an_error_cannot_be_edited_after_it_is_raised() -> None:

@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.errors import InvalidRequest, Location
+from gateway.errors import InvalidRequest
 from gateway.families.calls import Guide
+from gateway.location import Location
 from gateway.pipeline.structured.compile import guide_error
 from gateway.protocol.structured import ResponseFormat
 from gateway.runtime import Runtime

@@ -19,12 +19,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from gateway.errors import InvalidRequest, Location
+from gateway.errors import InvalidRequest
 from gateway.families.base import Family
 from gateway.families.calls import Guide
 from gateway.families.tool_formats.base import ToolParser, ToolSpec
 from gateway.families.tool_formats.forced import NamedParser, required_parser
 from gateway.families.tool_formats.parser import FirstCallOnly
+from gateway.location import Location
 from gateway.pipeline.structured.guides import Asked
 from gateway.protocol.chat import ChatCompletionRequest
 from gateway.protocol.structured import (

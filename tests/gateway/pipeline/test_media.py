@@ -16,8 +16,9 @@ from gateway.config import (
     ServedModel,
     Settings,
 )
-from gateway.errors import GatewayError, InvalidRequest, Location, TooManyMediaItems
+from gateway.errors import GatewayError, InvalidRequest, TooManyMediaItems
 from gateway.families.registry import get_family
+from gateway.location import Location
 from gateway.media.fetch import MediaFetcher
 from gateway.media.identity import ExtraIdRegistry
 from gateway.media.offload import Offloader, OffloadLimits

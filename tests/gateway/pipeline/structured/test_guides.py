@@ -8,8 +8,9 @@ import re
 
 import pytest
 
-from gateway.errors import InvalidRequest, rendered
+from gateway.errors import InvalidRequest
 from gateway.families.calls import Guide
+from gateway.location import rendered
 from gateway.pipeline.structured.compile import compile_error
 from gateway.pipeline.structured.guides import JSON_OBJECT, literal_regex, requested_guide
 from gateway.protocol.structured import ResponseFormat
