@@ -1,8 +1,9 @@
 """``python -m bench gpu-goals``: every goal of issue 28 measured in one run, goal vs measured.
 
 Made for the 16-core GPU host and a short device budget: one Triton (the load fixture, several
-instances), one ``mmgw serve --workers N`` pinned to the N highest cores, everything else on
-the rest, and then, on that one stack:
+instances), one ``mmgw serve --workers N`` per ``--stream-clients`` value (``upstream.
+stream_client``: grpcio and h2 by default), all pinned to the N highest cores (the idle one
+costs nothing), everything else on the rest, and then, on that stack, for each gateway:
 
 1. ``bench scale``'s point: flood, 128 streams, the gateway against Triton's own
    ``generate_stream``, ``--runs`` times (interleaved, each run measures both), so the ratio's
@@ -23,27 +24,34 @@ Then what bounds the goals that are not met, on the same host (``--no-diagnosis`
 6. ``bench profile``: py-spy on one gateway worker under its share of the flood (128 streams
    over the workers): the functions that bound tokens per CPU-second (needs py-spy).
 
-About 6 minutes with the defaults on that host; results (every row, the goals table, the
-diagnosis) under ``--out``. The LLaVA-1.5-7B-shaped measurement of the issue needs a real
-engine and is not part of this run.
+About 12 minutes with the defaults on that host (6 with one stream client); results (every
+row, the goals table, the diagnosis) under ``--out``. The LLaVA-1.5-7B-shaped measurement of
+the issue needs a real engine and is not part of this run.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterator
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench import overhead, report
 from bench.pool import WorkerPool
 from bench.procs import pin_self, raise_fd_limit, say
 from bench.scale import per_core
 from bench.stack import REPO_ROOT, start_gateway, start_triton
+
+if TYPE_CHECKING:
+    from bench.procs import Service
+
+_STREAM_CLIENT_ENV = "MMGW_UPSTREAM__STREAM_CLIENT"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,6 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--workers", type=int, default=6, help="load-generator processes")
     add("--triton-instances", type=int, default=6, help="fixture instances")
     add("--out", type=Path, help="result folder (default build/bench/gpu-goals-<time>)")
+    add("--stream-clients", default="grpcio,h2", help="upstream.stream_client values, side by side")
     add("--no-diagnosis", action="store_true", help="skip the image job, traces and profile")
     add("--trace-requests", type=int, default=30, help="traced requests per JPEG side")
     add("--profile-s", type=float, default=8.0, help="seconds of py-spy under flood")
@@ -82,59 +91,90 @@ async def run(args: argparse.Namespace) -> int:
     count = args.gateway_workers
     gateway_cpus = set(cores[-count:]) if count < len(cores) else None
     others = set(cores[:-count]) if gateway_cpus else None
+    clients = [c for c in args.stream_clients.split(",") if c]
     info = overhead.machine()
     say(f"machine: {info['nproc']} x {info['cpu_model']}, load {info['loadavg_start']}")
     pin_self(others)
     triton = await start_triton()
     pool = WorkerPool(args.workers)
-    gateway = None
-    floods: list[list[report.Measurement]] = []
+    gateways: dict[str, Service] = {}
+    floods: dict[str, list[list[report.Measurement]]] = {c: [] for c in clients}
+    paced: dict[str, list[report.Measurement]] = {}
+    image_rows: dict[str, list[report.Measurement]] = {}
+    images = tuple(int(side) for side in args.images.split(",") if side)
     try:
-        gateway = start_gateway(triton, out, gateway_cpus, workers=count)
-        proxies = {"gateway": gateway}
-        for index in range(args.runs):
-            say(f"flood run {index + 1} of {args.runs}")
-            floods.append(await overhead.measure_all(_options(args, out), triton, proxies, pool))
+        for client in clients:  # side by side on the same cores: the idle one costs nothing
+            (out / client).mkdir(exist_ok=True)
+            with _stream_client(client):
+                gateways[client] = start_gateway(triton, out / client, gateway_cpus, workers=count)
+        for index in range(args.runs):  # interleaved, so drift hits every client alike
+            for client, gateway in gateways.items():
+                say(f"flood run {index + 1} of {args.runs}, stream client {client}")
+                floods[client].append(await overhead.measure_all(
+                    _options(args, out), triton, {"gateway": gateway}, pool))  # fmt: skip
         paced_opts = _options(args, out, concurrency=(64,), modes=("grpc", "gateway"),
                               profiles=("paced",))  # fmt: skip
-        paced = await overhead.measure_all(paced_opts, triton, proxies, pool)
-        images = tuple(int(side) for side in args.images.split(",") if side)
         image_opts = _options(
             args, out, profiles=(), modes=("grpc", "gateway"), images=images,
             concurrency=tuple(int(c) for c in args.image_concurrency.split(",")),
         )  # fmt: skip
-        image_rows = await overhead.measure_all(image_opts, triton, proxies, pool)
+        for client, gateway in gateways.items():
+            say(f"paced and image phases, stream client {client}")
+            proxies = {"gateway": gateway}
+            paced[client] = await overhead.measure_all(paced_opts, triton, proxies, pool)
+            image_rows[client] = await overhead.measure_all(image_opts, triton, proxies, pool)
     finally:
         pool.close()
-        if gateway is not None:
+        for gateway in gateways.values():
             gateway.stop()
         await triton.stop()
     info["loadavg_end"] = overhead.loadavg_line()
     info["gateway"] = f"{count} workers on CPUs {sorted(gateway_cpus or [])}"
     info["wall_s"] = round(time.monotonic() - started, 1)
-    text = goals_table(floods, paced, image_rows)
-    rows = [r for run_rows in floods for r in run_rows] + paced + image_rows
-    dump = {"machine": info, "rows": [asdict(r) for r in rows], "goals": text}
+    tables = {c: goals_table(floods[c], paced[c], image_rows[c]) for c in clients}
+    text = "\n\n".join(f"upstream.stream_client = {c}:\n\n{t}" for c, t in tables.items())
+    rows: list[dict[str, object]] = []
+    for c in clients:
+        measured = [r for run_rows in floods[c] for r in run_rows] + paced[c] + image_rows[c]
+        rows += [{**asdict(r), "stream_client": c} for r in measured]
+    dump = {"machine": info, "rows": rows, "goals": text}
     (out / "results.json").write_text(json.dumps(dump, indent=1))
     (out / "goals.md").write_text(text + "\n")
     print(f"\n{info}\n\n{text}", flush=True)
     if not args.no_diagnosis:
-        report_text = await diagnosis(args, out, sorted(gateway_cpus or cores), images)
+        report_text = await diagnosis(args, out, sorted(gateway_cpus or cores), images, clients)
         (out / "diagnosis.md").write_text(report_text + "\n")
         print(f"\n{report_text}", flush=True)
     say(f"results in {out}")
     return 0
 
 
+@contextlib.contextmanager
+def _stream_client(client: str) -> Iterator[None]:
+    """The gateways started inside read Triton's streams with ``client`` (their settings come
+    from the environment, as any deployment's may)."""
+    saved = os.environ.get(_STREAM_CLIENT_ENV)
+    os.environ[_STREAM_CLIENT_ENV] = client
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(_STREAM_CLIENT_ENV, None)
+        else:
+            os.environ[_STREAM_CLIENT_ENV] = saved
+
+
 async def diagnosis(
-    args: argparse.Namespace, out: Path, gateway_cpus: list[int], images: tuple[int, ...]
+    args: argparse.Namespace,
+    out: Path,
+    gateway_cpus: list[int],
+    images: tuple[int, ...],
+    clients: list[str],
 ) -> str:
     """What bounds the goals on this host: the image job, traced image requests, a profile of
     one worker under flood. A part that cannot run here says why and the rest goes on."""
-    from bench import image_job, profile, trace
+    from bench import image_job
 
-    count = args.gateway_workers
-    cpus = ",".join(str(c) for c in gateway_cpus)
     sections = []
     say("diagnosis: the image job in-process, on a gateway core")
     pin_self({gateway_cpus[-1]})
@@ -143,29 +183,44 @@ async def diagnosis(
     )
     sections.append(f"### The image job in-process (CPU {gateway_cpus[-1]})\n\n"
                     f"{image_job.table(job_args)}")  # fmt: skip
+    for client in clients:
+        with _stream_client(client):
+            sections += await _traced_and_profiled(args, out / client, gateway_cpus, images)
+    return "\n\n".join(sections)
+
+
+async def _traced_and_profiled(
+    args: argparse.Namespace, out: Path, gateway_cpus: list[int], images: tuple[int, ...]
+) -> list[str]:
+    from bench import profile, trace
+
+    count, client = args.gateway_workers, os.environ.get(_STREAM_CLIENT_ENV, "grpcio")
+    cpus = ",".join(str(c) for c in gateway_cpus)
+    sections = []
     for side in images if args.trace_requests else ():
-        say(f"diagnosis: {args.trace_requests} traced {side} px requests, one at a time")
+        say(f"diagnosis: {args.trace_requests} traced {side} px requests ({client})")
         trace_args = argparse.Namespace(
             image=side, requests=args.trace_requests, concurrency=1, tokens=16,
             gateway_cpu=cpus, gateway_workers=count, out=out / f"trace-{side}",
         )  # fmt: skip
         sections.append(
-            f"### Traced {side} px requests ({count} workers on CPUs {cpus}; ms)\n\n"
-            + await _or_why(trace.traced(trace_args), "pip install '.[otel]'")
+            f"### Traced {side} px requests, stream client {client} ({count} workers on CPUs "
+            f"{cpus}; ms)\n\n" + await _or_why(trace.traced(trace_args), "pip install '.[otel]'")
         )
     if args.profile_s > 0:
         streams = max(1, args.flood_concurrency // count)
-        say(f"diagnosis: py-spy on one worker, {streams} flooding streams, {args.profile_s:g} s")
+        say(f"diagnosis: py-spy on one worker ({client}), {streams} flooding streams")
         profile_args = argparse.Namespace(
             concurrency=streams, duration=args.profile_s, tokens=64, interval_us=0, rate=200,
             workers=args.workers, top=25, image=0, gateway_cpu=str(gateway_cpus[-1]),
             out=out / "profile",
         )  # fmt: skip
         sections.append(
-            f"### py-spy, one worker on CPU {gateway_cpus[-1]}, {streams} flooding streams\n\n"
+            f"### py-spy, stream client {client}, one worker on CPU {gateway_cpus[-1]}, "
+            f"{streams} flooding streams\n\n"
             + await _or_why(profile.profiled(profile_args), "pip install py-spy", "```\n")
         )
-    return "\n\n".join(sections)
+    return sections
 
 
 async def _or_why(work: Awaitable[str], remedy: str, fence: str = "") -> str:

@@ -2,7 +2,7 @@
 
 Triton (the bench fixture at full speed) runs in its own processes, so this process's CPU
 time is what receiving costs the gateway: grpc.aio, tritonclient's wrapper, and the
-gateway's own decoding of each response (``TritonClient.stream``).
+gateway's own decoding of each response (``TritonClient.stream``), with either stream client.
 """
 
 from __future__ import annotations
@@ -71,10 +71,14 @@ async def _measure() -> dict[str, float]:
                 yield result
 
         gateway_client = TritonClient(triton.grpc_url)
+        h2_client = TritonClient(triton.grpc_url, stream_client="h2")
         cases: dict[str, Callable[[], AsyncIterator[Any]]] = {
             "grpc: tritonclient stream_infer, no decode": raw,
             "grpc: gateway TritonClient.stream (receive + decode)": lambda: _decoded(
                 gateway_client.stream(BENCH_MODEL, inputs, "bench")
+            ),
+            "grpc: the same, stream_client h2 (grpclib)": lambda: _decoded(
+                h2_client.stream(BENCH_MODEL, inputs, "bench")
             ),
         }
         for label, stream in cases.items():
@@ -82,6 +86,7 @@ async def _measure() -> dict[str, float]:
             results[f"{label} [{count} tokens]"] = per_token
         await shared.close()
         await gateway_client.close()
+        await h2_client.close()
     finally:
         await triton.stop()
     return results

@@ -362,8 +362,8 @@ async def build_runtime(
         embedded = embedded_triton(settings, metrics.triton_restarted)
         await embedded.start()
     clients: dict[str, TritonBackend] = {}
-    keepalive_s = settings.upstream.keepalive_s
-    connect = connect or (lambda url: TritonClient(url, keepalive_s))
+    keepalive_s, stream_client = settings.upstream.keepalive_s, settings.upstream.stream_client
+    connect = connect or (lambda url: TritonClient(url, keepalive_s, stream_client))
     models: dict[str, ServedRuntime] = {}
     ledgers: dict[tuple[str, str], LoraLedger] = {}
     for served in settings.models:

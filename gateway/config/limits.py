@@ -7,7 +7,7 @@ media plane's own limit values. The old single ``[limits]`` table still loads.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -211,6 +211,13 @@ class UpstreamSettings(Strict):
         "closes the connection. Keep it at or above the Triton server's "
         "--grpc-http2-min-recv-ping-interval-without-data-ms (300 s by default), or Triton "
         "answers pings during a long prefill with GOAWAY",
+    )
+    stream_client: Literal["grpcio", "h2"] = Field(
+        "grpcio",
+        description="what reads the token streams: grpcio (grpc.aio: Triton's socket read in a "
+        "poller thread, each response handed to the event loop) or h2 (grpclib: HTTP/2 parsed "
+        "on the event loop itself; about half the CPU per token under load, a little more to "
+        "send a large image tensor)",
     )
     ready_check_interval_s: float = Field(
         1.0, gt=0, description="how often each Triton's readiness is probed"

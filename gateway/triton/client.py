@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import AsyncGenerator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import tritonclient.grpc.aio as grpcclient
@@ -33,6 +33,9 @@ from gateway.triton.backend import Route
 from gateway.triton.contract import ModelContract, parse_model_config
 from gateway.triton.outputs import is_final
 
+if TYPE_CHECKING:
+    from gateway.triton.h2streams import H2Streams
+
 # Triton reports model-side validation failures only as text; these mark the caller's fault.
 _CLIENT_FAULT = re.compile(
     r"exceed|too (long|many|large)|invalid|must be|out of range|not supported|unsupported",
@@ -41,6 +44,7 @@ _CLIENT_FAULT = re.compile(
 # Triton's words for a server or model that cannot serve yet (loading, unloading, restarting):
 # a retryable 503, not the model's failure.
 _NOT_READY = ("unavailable", "not ready", "not at ready state", "is not found or not ready")
+_UNAVAILABLE = "the inference server is unavailable; retry shortly"
 _STREAM_METHOD = "/inference.GRPCInferenceService/ModelStreamInfer"
 # As tritonclient's channel: messages up to 2 GiB (images and features travel inline).
 _CHANNEL_OPTIONS = [
@@ -54,13 +58,18 @@ def translate_error(exc: BaseException) -> GatewayError:
     if isinstance(exc, grpc.aio.AioRpcError):
         code = exc.code()
         if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-            return UpstreamUnavailable("the inference server is unavailable; retry shortly")
+            return UpstreamUnavailable(_UNAVAILABLE)
         message = exc.details() or str(code)
     else:
         message = exc.message() if isinstance(exc, InferenceServerException) else str(exc)
         status = exc.status() if isinstance(exc, InferenceServerException) else None
         if status and "UNAVAILABLE" in str(status):
-            return UpstreamUnavailable("the inference server is unavailable; retry shortly")
+            return UpstreamUnavailable(_UNAVAILABLE)
+    return failure_of(message)
+
+
+def failure_of(message: str | None) -> GatewayError:
+    """What Triton's error text says: not ready yet, the caller's fault, or a failure."""
     message = (message or "inference failed").strip()
     lowered = message.lower()
     if any(marker in lowered for marker in _NOT_READY):
@@ -71,10 +80,16 @@ def translate_error(exc: BaseException) -> GatewayError:
 
 
 class TritonClient:
-    """One gRPC channel to one Triton, shared by every request to it."""
+    """One gRPC channel to one Triton, shared by every request to it. ``stream_client``
+    "h2" reads the token streams with grpclib on the event loop (``h2streams.py``)."""
 
-    def __init__(self, url: str, keepalive_s: float = 0.0) -> None:
+    def __init__(self, url: str, keepalive_s: float = 0.0, stream_client: str = "grpcio") -> None:
         self.url = url
+        self._h2: H2Streams | None = None
+        if stream_client == "h2":  # grpclib is imported only where it is used
+            from gateway.triton.h2streams import H2Streams
+
+            self._h2 = H2Streams(url, keepalive_s)
         self._client = grpcclient.InferenceServerClient(url)
         options = list(_CHANNEL_OPTIONS)
         if keepalive_s > 0:  # a ping every keepalive_s; unanswered as long again: reconnect
@@ -96,6 +111,8 @@ class TritonClient:
         )
 
     async def close(self) -> None:
+        if self._h2 is not None:
+            self._h2.close()
         await self._channel.close()
         await self._client.close()
 
@@ -121,7 +138,7 @@ class TritonClient:
             ) from exc
         return parse_model_config(config.get("config", config))
 
-    async def stream(
+    def stream(
         self,
         model_name: str,
         inputs: Sequence[grpcclient.InferInput],
@@ -132,23 +149,19 @@ class TritonClient:
         """The raw responses of one request until its final one; cancels the call if left
         early. ``outputs`` names the outputs to ask for (default: all the model declares);
         ``route`` is for replica sets (one server has nowhere else to send it)."""
+        if self._h2 is not None:
+            return self._h2_stream(self._h2, model_name, inputs, request_id, outputs)
+        return self._grpcio_stream(model_name, inputs, request_id, outputs)
+
+    async def _grpcio_stream(
+        self,
+        model_name: str,
+        inputs: Sequence[grpcclient.InferInput],
+        request_id: str,
+        outputs: Sequence[str],
+    ) -> AsyncGenerator[service_pb2.ModelInferResponse, None]:
         sending = time.perf_counter()
-        try:
-            request = _get_inference_request(
-                model_name=model_name,
-                inputs=list(inputs),
-                model_version="",
-                request_id=request_id,
-                outputs=[grpcclient.InferRequestedOutput(name) for name in outputs] or None,
-                sequence_id=0,
-                sequence_start=False,
-                sequence_end=False,
-                priority=0,
-                timeout=None,
-                parameters=None,
-            )
-        except InferenceServerException as exc:
-            raise translate_error(exc) from exc
+        request = _request(model_name, inputs, request_id, outputs)
         call = self._stream_infer(request)
         phase("triton.send", sending, request_id=request_id, model=model_name)
         finished = False
@@ -170,3 +183,53 @@ class TritonClient:
         finally:
             if not finished:
                 call.cancel()
+
+    @staticmethod
+    async def _h2_stream(
+        h2: H2Streams,
+        model_name: str,
+        inputs: Sequence[grpcclient.InferInput],
+        request_id: str,
+        outputs: Sequence[str],
+    ) -> AsyncGenerator[service_pb2.ModelInferResponse, None]:
+        """As ``_grpcio_stream``, over grpclib: the call is reset if left before its end."""
+        sending = time.perf_counter()
+        responses = h2.responses(_request(model_name, inputs, request_id, outputs))
+        phase("triton.send", sending, request_id=request_id, model=model_name)
+        try:
+            async for response in responses:  # it ends after the final response
+                if response.error_message:
+                    raise translate_error(InferenceServerException(response.error_message))
+                yield response.infer_response
+        except h2.errors as exc:
+            unavailable, message = h2.describe(exc)
+            if unavailable:
+                raise UpstreamUnavailable(_UNAVAILABLE) from exc
+            raise failure_of(message) from exc
+        finally:
+            await responses.aclose()
+
+
+def _request(
+    model_name: str,
+    inputs: Sequence[grpcclient.InferInput],
+    request_id: str,
+    outputs: Sequence[str],
+) -> service_pb2.ModelInferRequest:
+    """The one message of a stream, built by tritonclient (its errors translated)."""
+    try:
+        return _get_inference_request(
+            model_name=model_name,
+            inputs=list(inputs),
+            model_version="",
+            request_id=request_id,
+            outputs=[grpcclient.InferRequestedOutput(name) for name in outputs] or None,
+            sequence_id=0,
+            sequence_start=False,
+            sequence_end=False,
+            priority=0,
+            timeout=None,
+            parameters=None,
+        )
+    except InferenceServerException as exc:
+        raise translate_error(exc) from exc
