@@ -94,9 +94,13 @@ def check_guide(asked: Asked | None, output: ReasoningOutput | None) -> None:
     if asked is None or output is None or not output.format.starts_in_reasoning:
         return
     raise InvalidRequest(
-        f"'{asked.param}' cannot be enforced on a '{output.format.name}' reasoning model here: "
-        "Triton's guided decoding constrains the whole output, which starts inside the "
-        "model's reasoning, so the answer would be empty",
+        (
+            "'",
+            asked.param,
+            f"' cannot be enforced on a '{output.format.name}' reasoning model "
+            "here: Triton's guided decoding constrains the whole output, which starts inside the "
+            "model's reasoning, so the answer would be empty",
+        ),
         param=asked.param,
         code="unsupported_parameter",
     )
