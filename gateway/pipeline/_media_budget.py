@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gateway.config import MediaSettings
-from gateway.errors import Location, MediaTooLarge, Message
+from gateway.errors import MediaTooLarge
 from gateway.families.base import Family
+from gateway.location import Location, Message
 from gateway.media.image import read_header
 from gateway.pipeline._media_jobs import PreparedItem
 from gateway.pipeline.conversation import MediaPart

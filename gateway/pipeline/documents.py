@@ -31,6 +31,7 @@ from gateway.errors import (
     TooManyMediaItems,
     UnsupportedMedia,
 )
+from gateway.location import Location
 from gateway.media.local import FrameList
 from gateway.media.pdf import PdfLimits, RenderedDocument, check_page_count, is_pdf, render_pdf
 from gateway.observability.tracing import phase
