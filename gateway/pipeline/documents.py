@@ -26,7 +26,6 @@ from typing import Any
 from gateway.errors import (
     GatewayError,
     InvalidRequest,
-    Location,
     MediaURLError,
     TooManyMediaItems,
     UnsupportedMedia,
