@@ -28,6 +28,7 @@ from gateway.families.events import (
     ToolCallPiece,
 )
 from gateway.families.reasoning import REASONING_PARSERS, ReasoningFormat, Split
+from gateway.location import location_of
 from gateway.pipeline.structured.guides import Asked
 from gateway.runtime import ServedRuntime
 
@@ -64,21 +65,28 @@ def checked_effort(
     so there an effort is refused rather than ignored."""
     if effort is None:
         return None
-    model = served.config.id
+    model, at = served.config.id, location_of(param)  # named as the endpoint names it
     if served.config.reasoning_parser is None:
         if effort == "none":
             return None
         raise InvalidRequest(
-            f"model '{model}' is not served as a reasoning model (its [[models]] entry names "
-            f"no reasoning_parser), so {param} {effort!r} cannot be honoured",
+            (
+                f"model '{model}' is not served as a reasoning model (its [[models]] entry names "
+                "no reasoning_parser), so ",
+                at,
+                f" {effort!r} cannot be honoured",
+            ),
             param=param,
             code="unsupported_parameter",
         )
     if not served.family.reasoning_switch:
         raise InvalidRequest(
-            f"model '{model}''s prompt is rendered by the gateway's '{served.family.name}' "
-            f"family, which has no reasoning switch (a chat template's enable_thinking): "
-            f"{param} cannot be honoured; drop it",
+            (
+                f"model '{model}''s prompt is rendered by the gateway's '{served.family.name}' "
+                "family, which has no reasoning switch (a chat template's enable_thinking): ",
+                at,
+                " cannot be honoured; drop it",
+            ),
             param=param,
             code="unsupported_parameter",
         )
