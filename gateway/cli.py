@@ -53,7 +53,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", default="info")
     trtllm = commands.add_parser(
         "trtllm-repo",
-        help="write a checked Triton TensorRT-LLM model repository from built engines",
+        help="write a checked Triton TensorRT-LLM model repository: from built engines, or "
+        "(--backend llmapi) NVIDIA's PyTorch-backend model over a Hugging Face folder",
     )
     trtllm_cli.add_arguments(trtllm)
     return parser

@@ -11,8 +11,13 @@ As NVIDIA's model.py (TensorRT-LLM triton_backend/all_models/llmapi/tensorrt_llm
   values, so a response before the last says ``"None"``; the last says ``"stop"`` (EOS or a
   stop string), ``"length"`` or ``"cancelled"``, and ``stop_reason`` names the stop string.
 - ``cumulative_logprob`` ``[1]`` when asked; the KV-cache and timing outputs with
-  ``sampling_param_return_perf_metrics``. (NVIDIA's model.py writes all of these as
-  ``str()``/object arrays; this reference sends them in the dtypes its config.pbtxt declares.)
+  ``sampling_param_return_perf_metrics``.
+
+NVIDIA's model.py writes every one of these as a NumPy object array (``str()`` of the value, or
+the number in ``text_output``'s object dtype), and the Python backend does not hold an output
+to the dtype its config declares: on the wire they are BYTES (``b"5"``, ``b"0.25"``,
+``b"None"``), whatever config.pbtxt says (FP32, INT32, INT64). This reference sends them the
+same way, so a client tested against it reads what NVIDIA's model sends.
 
 A stop string is matched on tokens, as the LLM API matches it, and left out of the text. While
 the newest tokens could still be the start of one, ``TextTracker`` holds them back, so the
@@ -95,8 +100,9 @@ def finish_reason(stats: GenerationStats) -> str:
     return FINISH_REASONS.get(stats.finish_reason or "", "stop")
 
 
-def _one(value: object, dtype: type) -> np.ndarray:
-    return np.array([value], dtype=dtype)
+def _one(value: object) -> np.ndarray:
+    """``[str(value)]`` as a BYTES tensor, as NVIDIA's model.py sends every output."""
+    return np.array([str(value).encode("utf-8")], dtype=np.object_)
 
 
 def perf_outputs(stats: GenerationStats, timing: Timing) -> dict[str, np.ndarray]:
@@ -105,18 +111,18 @@ def perf_outputs(stats: GenerationStats, timing: Timing) -> dict[str, np.ndarray
     reused = stats.reused_blocks
     hit_rate = reused / prompt_blocks if prompt_blocks else 0.0
     return {
-        "kv_cache_reused_block": _one(reused, np.int32),
-        "kv_cache_missed_block": _one(prompt_blocks - reused, np.int32),
-        "kv_cache_alloc_new_blocks": _one(stats.new_blocks, np.int32),
-        "kv_cache_alloc_total_blocks": _one(stats.total_blocks, np.int32),
-        "kv_cache_hit_rate": _one(hit_rate, np.float32),
-        "arrival_time_ns": _one(timing.arrival_ns, np.int64),
-        "first_scheduled_time_ns": _one(timing.first_scheduled_ns, np.int64),
-        "first_token_time_ns": _one(timing.first_token_ns, np.int64),
-        "last_token_time_ns": _one(timing.last_token_ns, np.int64),
-        "acceptance_rate": _one(0.0, np.float32),
-        "total_accepted_draft_tokens": _one(0, np.int32),
-        "total_draft_tokens": _one(0, np.int32),
+        "kv_cache_reused_block": _one(reused),
+        "kv_cache_missed_block": _one(prompt_blocks - reused),
+        "kv_cache_alloc_new_blocks": _one(stats.new_blocks),
+        "kv_cache_alloc_total_blocks": _one(stats.total_blocks),
+        "kv_cache_hit_rate": _one(hit_rate),
+        "arrival_time_ns": _one(timing.arrival_ns),
+        "first_scheduled_time_ns": _one(timing.first_scheduled_ns),
+        "first_token_time_ns": _one(timing.first_token_ns),
+        "last_token_time_ns": _one(timing.last_token_ns),
+        "acceptance_rate": _one(0.0),
+        "total_accepted_draft_tokens": _one(0),
+        "total_draft_tokens": _one(0),
     }
 
 
@@ -134,13 +140,13 @@ def response_outputs(
     state: ResponseState, stats: GenerationStats, timing: Timing, options: LlmapiOptions
 ) -> dict[str, np.ndarray]:
     """The output arrays of one response: ``text_output`` and the ones the request asked for."""
-    outputs = {"text_output": _one(state.text.encode("utf-8"), np.object_)}
+    outputs = {"text_output": np.array([state.text.encode("utf-8")], dtype=np.object_)}
     if options.finish_reason:
-        outputs["finish_reason"] = _one(str(state.finish_reason).encode(), np.object_)
+        outputs["finish_reason"] = _one(state.finish_reason)
     if options.stop_reason:
-        outputs["stop_reason"] = _one(str(state.stop_reason).encode(), np.object_)
+        outputs["stop_reason"] = _one(state.stop_reason)
     if options.cumulative_logprob:
-        outputs["cumulative_logprob"] = _one(state.cumulative_logprob, np.float32)
+        outputs["cumulative_logprob"] = _one(state.cumulative_logprob)
     if options.perf_metrics:
         outputs |= perf_outputs(stats, timing)
     return outputs

@@ -9,7 +9,9 @@ and writes the matching gateway TOML and launch command.
 Modules, in the order a run uses them: ``families`` (per-family facts), ``request`` (what
 was asked), ``engines`` (what was built), ``checks`` (do they agree), ``values`` (the
 ``${...}`` values), ``fill`` (templating), ``verify`` (read back), ``gateway_config`` and
-``assemble`` (write it all, ``build_repository``); ``cli`` holds the options. Importing this
+``assemble`` (write it all, ``build_repository``); ``cli`` holds the options. ``llmapi``
+(``--backend llmapi``) writes NVIDIA's PyTorch-backend repository instead: no engines, their
+``tensorrt_llm`` Python model over a Hugging Face folder named in ``model.yaml``. Importing this
 package stays cheap (no protobuf or gRPC) so ``mmgw serve`` does not pay for it.
 """
 

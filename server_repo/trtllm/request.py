@@ -33,6 +33,15 @@ class PathMap:
         return cls(Path(local).resolve(), PurePosixPath(server))
 
 
+def server_path(local: Path, path_maps: tuple[PathMap, ...]) -> str:
+    """``local`` absolute, with the first ``--path-map`` that covers it applied."""
+    resolved = local.resolve()
+    for mapping in path_maps:
+        if resolved == mapping.local or mapping.local in resolved.parents:
+            return str(mapping.server / resolved.relative_to(mapping.local))
+    return str(resolved)
+
+
 @dataclass(frozen=True)
 class RepoRequest:
     """Everything ``mmgw trtllm-repo`` was told. Sizes left ``None`` come from the engines."""
@@ -87,8 +96,26 @@ class RepoRequest:
 
     def server_path(self, local: Path) -> str:
         """``local`` as the Triton server will see it (absolute; ``--path-map`` applied)."""
-        resolved = local.resolve()
-        for mapping in self.path_maps:
-            if resolved == mapping.local or mapping.local in resolved.parents:
-                return str(mapping.server / resolved.relative_to(mapping.local))
-        return str(resolved)
+        return server_path(local, self.path_maps)
+
+
+@dataclass(frozen=True)
+class LlmapiRepoRequest:
+    """What ``--backend llmapi`` was told."""
+
+    templates: Path
+    output: Path
+    model: Path
+    model_id: str | None = None
+    triton_url: str = DEFAULT_TRITON_URL
+    gateway_config: Path | None = None
+    world_size: int = 1
+    kv_cache_fraction: float = DEFAULT_KV_CACHE_FRACTION
+    kv_cache_reuse: bool = True
+    multimodal: bool | None = None  # None: a vision model (``vision_config``) turns it on
+    path_maps: tuple[PathMap, ...] = field(default_factory=tuple)
+    force: bool = False
+
+    def server_path(self, local: Path) -> str:
+        """``local`` as the Triton server sees it (absolute; ``--path-map`` applied)."""
+        return server_path(local, self.path_maps)

@@ -29,6 +29,12 @@ def test_compose_variables_are_documented() -> None:
     assert used and used <= DOCUMENTED, used - DOCUMENTED
 
 
+def test_llmapi_compose_variables_are_documented() -> None:
+    text = (ROOT / "docker-compose.llmapi.yml").read_text()
+    used = set(re.findall(r"\$\{([A-Z][A-Z0-9_]*)", text))
+    assert "TRITON_LLMAPI_VERSION" in used and used <= DOCUMENTED, used - DOCUMENTED
+
+
 def test_script_variables_are_documented() -> None:
     internal = {"FAMILY", "FEATURES_PER_IMAGE", "TILES_PER_IMAGE", "CHECKPOINT", "PAGED"}
     internal |= {"ENCODER_INPUT_LEN", "MEL_FRAMES", "BASH_SOURCE"}
@@ -74,10 +80,14 @@ def test_documented_trtllm_repo_commands_parse() -> None:
     readme = (ROOT / "README.md").read_text()
     commands = documented_commands(readme, "mmgw trtllm-repo")
     commands += documented_commands(DOC, "mmgw trtllm-repo")
-    assert len(commands) == 2
-    for argv in commands:
-        args = _parser().parse_args(argv[1:])
-        assert args.command == "trtllm-repo" and args.family == "llava"
+    assert len(commands) == 4
+    parsed = [_parser().parse_args(argv[1:]) for argv in commands]
+    assert all(args.command == "trtllm-repo" for args in parsed)
+    engine = [args for args in parsed if args.backend == "engine"]
+    llmapi = [args for args in parsed if args.backend == "llmapi"]
+    assert len(engine) == len(llmapi) == 2
+    assert all(args.family == "llava" for args in engine)
+    assert all(args.family is None and args.model.name.startswith("Qwen2.5-VL") for args in llmapi)
 
 
 def test_documented_recipe_runs_dry(tmp_path: Path) -> None:

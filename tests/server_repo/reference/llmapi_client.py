@@ -80,7 +80,13 @@ class Answer:
         return self.strings("text_output")
 
     def number(self, name: str) -> float:
+        """A numeric output of the last response; NVIDIA's model sends it as BYTES text."""
         return float(self.results[-1].as_numpy(name)[0])
+
+    def datatype(self, name: str) -> str:
+        """The wire datatype of an output of the last response."""
+        outputs = self.results[-1].get_response().outputs
+        return next(o.datatype for o in outputs if o.name == name)
 
 
 async def ask(
