@@ -374,5 +374,5 @@ def _prepared(
     inputs = llmapi_inputs(call, contract, served.config.id)
     return Prepared(
         served, contract, Plan((call,)), stops, media_items, None, inputs,
-        Timeouts.of(runtime.settings.upstream), None, key, parser, LlmapiRun,
+        Timeouts.of(runtime.settings.upstream), None, key, tool_parser=parser, runner=LlmapiRun,
     )  # fmt: skip
