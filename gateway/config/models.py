@@ -253,12 +253,8 @@ def default_models() -> list[ServedModel]:
         ),
         # NVIDIA's llmapi model (the PyTorch backend's Triton path) over a tiny Qwen2.5-VL: no
         # family, its chat template and tokenizer published by the model itself (the embedded
-        # Triton's tokenizers folder); 16 tokens per KV block, as the reference model keeps them.
-        ServedModel(
-            id="reference-qwen2.5-vl",
-            triton_model="reference_qwen2_5_vl",
-            kv_tokens_per_block=16,
-        ),
+        # Triton's tokenizers folder); KV blocks of 32 tokens, the PyTorch backend's default.
+        ServedModel(id="reference-qwen2.5-vl", triton_model="reference_qwen2_5_vl"),
         # The tiny reference Whisper has a byte vocabulary and roomier decoder limits.
         ServedModel(
             id="reference-whisper",

@@ -385,6 +385,6 @@ def _prepared(
     inputs = llmapi_inputs(call, contract, served.config.id)
     return Prepared(
         served, contract, Plan((call,)), stops, media_items, None, inputs,
-        Timeouts.of(runtime.settings.upstream), None, key, parser,
+        Timeouts.of(runtime.settings.upstream), None, key, tool_parser=parser,
         reasoning=reasoning, runner=LlmapiRun,
     )  # fmt: skip

@@ -171,7 +171,6 @@ def e2e_settings(triton: EmbeddedTriton) -> Settings:
             triton_model="reference_qwen2_5_vl",
             triton_url=triton.grpc_url,
             tokenizer=published / "reference_qwen2_5_vl",
-            kv_tokens_per_block=16,
         )
     )
     models.append(
