@@ -24,8 +24,9 @@ Then what bounds the goals that are not met, on the same host (``--no-diagnosis`
 6. ``bench profile``: py-spy on one gateway worker under its share of the flood (128 streams
    over the workers): the functions that bound tokens per CPU-second (needs py-spy).
 
-About 12 minutes with the defaults on that host (6 with one stream client); results (every
-row, the goals table, the diagnosis) under ``--out``. The LLaVA-1.5-7B-shaped measurement of
+About 9 minutes with the defaults on that host (``--no-diagnosis`` then ``--diagnosis-only``
+split it in two, about 6 and 3); results (every row, the goals table, the diagnosis) under
+``--out``. The LLaVA-1.5-7B-shaped measurement of
 the issue needs a real engine and is not part of this run.
 """
 
@@ -67,7 +68,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--out", type=Path, help="result folder (default build/bench/gpu-goals-<time>)")
     add("--stream-clients", default="grpcio,h2", help="upstream.stream_client values, side by side")
     add("--no-diagnosis", action="store_true", help="skip the image job, traces and profile")
-    add("--trace-requests", type=int, default=30, help="traced requests per JPEG side")
+    add("--diagnosis-only", action="store_true", help="only the image job, traces and profile")
+    add("--trace-requests", type=int, default=20, help="traced requests per JPEG side")
     add("--profile-s", type=float, default=8.0, help="seconds of py-spy under flood")
 
 
@@ -94,6 +96,13 @@ async def run(args: argparse.Namespace) -> int:
     clients = [c for c in args.stream_clients.split(",") if c]
     info = overhead.machine()
     say(f"machine: {info['nproc']} x {info['cpu_model']}, load {info['loadavg_start']}")
+    images = tuple(int(side) for side in args.images.split(",") if side)
+    if args.diagnosis_only:  # the second half of a run split in two (one command <= 10 min)
+        pin_self(others)
+        report_text = await diagnosis(args, out, sorted(gateway_cpus or cores), images, clients)
+        (out / "diagnosis.md").write_text(report_text + "\n")
+        print(f"\n{info}\n\n{report_text}", flush=True)
+        return 0
     pin_self(others)
     triton = await start_triton()
     pool = WorkerPool(args.workers)
@@ -101,7 +110,6 @@ async def run(args: argparse.Namespace) -> int:
     floods: dict[str, list[list[report.Measurement]]] = {c: [] for c in clients}
     paced: dict[str, list[report.Measurement]] = {}
     image_rows: dict[str, list[report.Measurement]] = {}
-    images = tuple(int(side) for side in args.images.split(",") if side)
     try:
         for client in clients:  # side by side on the same cores: the idle one costs nothing
             (out / client).mkdir(exist_ok=True)

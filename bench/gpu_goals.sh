@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Issue 28's goals on the 16-core GPU host in one command (about 12 minutes with the models'
-# environment already built, 30 s more to build it; 6 with `-- --stream-clients h2`):
+# Issue 28's goals on the 16-core GPU host (about 9 minutes with the models' environment
+# already built, 30 s more to build it; split it under a 10-minute limit a command with
+# `-- --no-diagnosis` then `-- --diagnosis-only`):
 # `python -m bench gpu-goals` with the load fixture's stubs in the NumPy-1 environment of
 # deploy/models-venv.sh (the image's Python has NumPy 2). Prints the machine, a table of goal
 # vs measured per stream client and the diagnosis; every row is kept in --out.
