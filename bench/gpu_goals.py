@@ -22,7 +22,8 @@ Then what bounds the goals that are not met, on the same host (``--no-diagnosis`
    a local receiver) and joined to the client's clock: where each millisecond of the added
    TTFT goes, before, inside and after the gateway (needs the ``otel`` extra);
 6. ``bench profile``: py-spy on one gateway worker under its share of the flood (128 streams
-   over the workers): the functions that bound tokens per CPU-second (needs py-spy).
+   over the workers): the functions that bound tokens per CPU-second (needs py-spy); then
+   ``--syscalls``: its system calls per relayed token (needs strace).
 
 About 9 minutes with the defaults on that host (``--no-diagnosis`` then ``--diagnosis-only``
 split it in two, about 6 and 3); results (every row, the goals table, the diagnosis) under
@@ -221,12 +222,20 @@ async def _traced_and_profiled(
         profile_args = argparse.Namespace(
             concurrency=streams, duration=args.profile_s, tokens=64, interval_us=0, rate=200,
             workers=args.workers, top=25, image=0, gateway_cpu=str(gateway_cpus[-1]),
-            out=out / "profile",
+            out=out / "profile", syscalls=False,
         )  # fmt: skip
+        where = f"one worker on CPU {gateway_cpus[-1]}, {streams} flooding streams"
         sections.append(
-            f"### py-spy, stream client {client}, one worker on CPU {gateway_cpus[-1]}, "
-            f"{streams} flooding streams\n\n"
+            f"### py-spy, stream client {client}, {where}\n\n"
             + await _or_why(profile.profiled(profile_args), "pip install py-spy", "```\n")
+        )
+        say(f"diagnosis: strace on one worker ({client}), {streams} flooding streams")
+        counting = argparse.Namespace(**{**vars(profile_args), "syscalls": True,
+                                         "duration": min(args.profile_s, 4.0),
+                                         "out": out / "syscalls"})  # fmt: skip
+        sections.append(
+            f"### System calls per token, stream client {client}, {where} (under strace)\n\n"
+            + await _or_why(profile.profiled(counting), "strace not installed", "```\n")
         )
     return sections
 
