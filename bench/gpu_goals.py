@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import os
 import statistics
@@ -95,6 +96,9 @@ async def run(args: argparse.Namespace) -> int:
     gateway_cpus = set(cores[-count:]) if count < len(cores) else None
     others = set(cores[:-count]) if gateway_cpus else None
     clients = [c for c in args.stream_clients.split(",") if c]
+    if "h2" in clients and importlib.util.find_spec("grpclib") is None:
+        say("grpclib is not installed: the h2 stream client is left out (pip install grpclib)")
+        clients.remove("h2")
     info = overhead.machine()
     say(f"machine: {info['nproc']} x {info['cpu_model']}, load {info['loadavg_start']}")
     images = tuple(int(side) for side in args.images.split(",") if side)
