@@ -22,10 +22,12 @@ Then what bounds the goals that are not met, on the same host (``--no-diagnosis`
    a local receiver) and joined to the client's clock: where each millisecond of the added
    TTFT goes, before, inside and after the gateway (needs the ``otel`` extra);
 6. ``bench profile``: py-spy on one gateway worker under its share of the flood (128 streams
-   over the workers): the functions that bound tokens per CPU-second (needs py-spy).
+   over the workers): the functions that bound tokens per CPU-second (needs py-spy); then
+   ``--syscalls``: its system calls per relayed token (needs strace).
 
-About 12 minutes with the defaults on that host (6 with one stream client); results (every
-row, the goals table, the diagnosis) under ``--out``. The LLaVA-1.5-7B-shaped measurement of
+About 9 minutes with the defaults on that host (``--no-diagnosis`` then ``--diagnosis-only``
+split it in two, about 6 and 3); results (every row, the goals table, the diagnosis) under
+``--out``. The LLaVA-1.5-7B-shaped measurement of
 the issue needs a real engine and is not part of this run.
 """
 
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import os
 import statistics
@@ -67,7 +70,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--out", type=Path, help="result folder (default build/bench/gpu-goals-<time>)")
     add("--stream-clients", default="grpcio,h2", help="upstream.stream_client values, side by side")
     add("--no-diagnosis", action="store_true", help="skip the image job, traces and profile")
-    add("--trace-requests", type=int, default=30, help="traced requests per JPEG side")
+    add("--diagnosis-only", action="store_true", help="only the image job, traces and profile")
+    add("--trace-requests", type=int, default=20, help="traced requests per JPEG side")
     add("--profile-s", type=float, default=8.0, help="seconds of py-spy under flood")
 
 
@@ -92,8 +96,18 @@ async def run(args: argparse.Namespace) -> int:
     gateway_cpus = set(cores[-count:]) if count < len(cores) else None
     others = set(cores[:-count]) if gateway_cpus else None
     clients = [c for c in args.stream_clients.split(",") if c]
+    if "h2" in clients and importlib.util.find_spec("grpclib") is None:
+        say("grpclib is not installed: the h2 stream client is left out (pip install grpclib)")
+        clients.remove("h2")
     info = overhead.machine()
     say(f"machine: {info['nproc']} x {info['cpu_model']}, load {info['loadavg_start']}")
+    images = tuple(int(side) for side in args.images.split(",") if side)
+    if args.diagnosis_only:  # the second half of a run split in two (one command <= 10 min)
+        pin_self(others)
+        report_text = await diagnosis(args, out, sorted(gateway_cpus or cores), images, clients)
+        (out / "diagnosis.md").write_text(report_text + "\n")
+        print(f"\n{info}\n\n{report_text}", flush=True)
+        return 0
     pin_self(others)
     triton = await start_triton()
     pool = WorkerPool(args.workers)
@@ -101,7 +115,6 @@ async def run(args: argparse.Namespace) -> int:
     floods: dict[str, list[list[report.Measurement]]] = {c: [] for c in clients}
     paced: dict[str, list[report.Measurement]] = {}
     image_rows: dict[str, list[report.Measurement]] = {}
-    images = tuple(int(side) for side in args.images.split(",") if side)
     try:
         for client in clients:  # side by side on the same cores: the idle one costs nothing
             (out / client).mkdir(exist_ok=True)
@@ -213,12 +226,20 @@ async def _traced_and_profiled(
         profile_args = argparse.Namespace(
             concurrency=streams, duration=args.profile_s, tokens=64, interval_us=0, rate=200,
             workers=args.workers, top=25, image=0, gateway_cpu=str(gateway_cpus[-1]),
-            out=out / "profile",
+            out=out / "profile", syscalls=False,
         )  # fmt: skip
+        where = f"one worker on CPU {gateway_cpus[-1]}, {streams} flooding streams"
         sections.append(
-            f"### py-spy, stream client {client}, one worker on CPU {gateway_cpus[-1]}, "
-            f"{streams} flooding streams\n\n"
+            f"### py-spy, stream client {client}, {where}\n\n"
             + await _or_why(profile.profiled(profile_args), "pip install py-spy", "```\n")
+        )
+        say(f"diagnosis: strace on one worker ({client}), {streams} flooding streams")
+        counting = argparse.Namespace(**{**vars(profile_args), "syscalls": True,
+                                         "duration": min(args.profile_s, 4.0),
+                                         "out": out / "syscalls"})  # fmt: skip
+        sections.append(
+            f"### System calls per token, stream client {client}, {where} (under strace)\n\n"
+            + await _or_why(profile.profiled(counting), "strace not installed", "```\n")
         )
     return sections
 

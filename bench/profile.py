@@ -1,5 +1,8 @@
 """``python -m bench profile``: where the gateway process spends its CPU under streaming load.
 
+``--syscalls``: strace counts the gateway's system calls instead (every thread), per relayed
+token: how many writes, reads, epoll waits and thread hand-offs one token costs.
+
 py-spy samples the running ``mmgw serve`` process from outside (no code change, negligible
 overhead with ``--nonblocking``) while the load generator streams through it; the collapsed
 stacks are saved (``profile.txt``, feed it to any flame-graph tool) and summarised as the
@@ -43,6 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--image", type=int, default=0, help="a JPEG of this side in every request (0: text)")
     add("--gateway-cpu", default="1", help="CPU(s) for the gateway, or all")
     add("--out", type=Path, help="result folder (default build/bench/profile-<time>)")
+    add("--syscalls", action="store_true", help="strace -c -f instead: system calls per token")
 
 
 # Where a sample's own (self) time is, by the file or function of its innermost frame: the
@@ -107,12 +111,26 @@ def summarise(collapsed: str, top: int) -> str:
 
 
 async def run(args: argparse.Namespace) -> int:
-    """Stream through the gateway, sample it with py-spy, print the hottest functions."""
-    if shutil.which("py-spy") is None:
-        say("py-spy is missing: pip install -e '.[bench]'")
+    """Stream through the gateway, sample it with py-spy (or count its system calls with
+    strace), print the hottest functions (or the calls per token)."""
+    tool = "strace" if args.syscalls else "py-spy"
+    if shutil.which(tool) is None:
+        say(f"{tool} is missing" + ("" if args.syscalls else ": pip install -e '.[bench]'"))
         return 2
     print(await profiled(args), flush=True)
     return 0
+
+
+def per_token(strace_summary: str, tokens: int) -> str:
+    """``strace -c``'s table as calls per relayed token, most frequent first."""
+    counts: list[tuple[int, str]] = []
+    for line in strace_summary.splitlines():
+        fields = line.split()
+        if len(fields) >= 5 and fields[0][0].isdigit() and fields[3].isdigit():
+            counts.append((int(fields[3]), fields[-1]))
+    lines = [f"{tokens} tokens relayed", "", "calls per token  syscall"]
+    lines += [f"{n / max(tokens, 1):15.3f}  {name}" for n, name in sorted(counts, reverse=True)]
+    return "\n".join(lines)
 
 
 async def profiled(args: argparse.Namespace) -> str:
@@ -120,9 +138,9 @@ async def profiled(args: argparse.Namespace) -> str:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out: Path = args.out or REPO_ROOT / "build" / "bench" / f"profile-{stamp}"
     out.mkdir(parents=True, exist_ok=True)
-    py_spy = shutil.which("py-spy")
-    if py_spy is None:
-        raise RuntimeError("py-spy is not on PATH")
+    tool = shutil.which("strace" if args.syscalls else "py-spy")
+    if tool is None:
+        raise RuntimeError(f"{'strace' if args.syscalls else 'py-spy'} is not on PATH")
     raise_fd_limit()
     triton = await start_triton()
     gateway = pool = None
@@ -134,8 +152,11 @@ async def profiled(args: argparse.Namespace) -> str:
         if args.image:
             target = replace(target, image=image_load(args.image, SERVED_ID))
         phase = Phase(target, 0, args.tokens, args.duration, 1)
-        record = [py_spy, "record", "--pid", str(gateway.pid), "--rate", str(args.rate)]
-        record += ["--nonblocking", "--format", "raw", "--output", str(out / "profile.txt")]
+        if args.syscalls:  # every thread's calls, counted (strace slows the process down)
+            record = [tool, "-c", "-f", "-p", str(gateway.pid), "-o", str(out / "strace.txt")]
+        else:
+            record = [tool, "record", "--pid", str(gateway.pid), "--rate", str(args.rate)]
+            record += ["--nonblocking", "--format", "raw", "--output", str(out / "profile.txt")]
         spy: subprocess.Popen[bytes] | None = None
 
         def start_spy() -> dict[str, float]:
@@ -146,7 +167,7 @@ async def profiled(args: argparse.Namespace) -> str:
 
         window = await pool.run(phase, args.concurrency, 10**6, start_spy)
         assert spy is not None
-        spy.send_signal(2)  # SIGINT: py-spy writes what it has and exits
+        spy.send_signal(2)  # SIGINT: py-spy (strace) writes what it has and exits
         spy.wait(30)
     finally:
         if pool is not None:
@@ -157,6 +178,10 @@ async def profiled(args: argparse.Namespace) -> str:
     row = measure("profile", "gateway", args.concurrency, window.result, window.wall_s,
                   window.delta("gateway"), 0.0)  # fmt: skip
     rate = f"{row.tps:.0f} tok/s, gateway {row.proxy_cpu_per_1k:.3f} CPU s per 1k tokens"
+    if args.syscalls:
+        summary = f"{rate}\n\n{per_token((out / 'strace.txt').read_text(), window.result.tokens)}"
+        (out / "summary.txt").write_text(summary + "\n")
+        return summary
     collapsed = (out / "profile.txt").read_text()
     summary = f"{rate}\n\n{by_part(collapsed)}\n\n{summarise(collapsed, args.top)}"
     (out / "summary.txt").write_text(summary + "\n")

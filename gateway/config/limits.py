@@ -216,8 +216,8 @@ class UpstreamSettings(Strict):
         "grpcio",
         description="what reads the token streams: grpcio (grpc.aio: Triton's socket read in a "
         "poller thread, each response handed to the event loop) or h2 (grpclib: HTTP/2 parsed "
-        "on the event loop itself; about half the CPU per token under load, a little more to "
-        "send a large image tensor)",
+        "on the event loop itself; less CPU per token on a saturated core, later first tokens "
+        "under flood, a little more to send a large image tensor)",
     )
     ready_check_interval_s: float = Field(
         1.0, gt=0, description="how often each Triton's readiness is probed"

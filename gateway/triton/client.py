@@ -12,6 +12,9 @@ Streams go through grpc.aio's multi-callable on a channel of our own, not triton
 an extra task per request; and a bidirectional call costs three round trips through grpc's
 completion queue to send one message and half-close. The request itself is still built by
 tritonclient, and the unary calls (health, model config) still use its client.
+
+With ``upstream.stream_client = "h2"`` the token streams go over grpclib instead, read on the
+event loop without grpc's poller thread (``h2streams.py``); the rest stays on grpc.aio.
 """
 
 from __future__ import annotations

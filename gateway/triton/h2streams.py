@@ -7,9 +7,11 @@ system calls and two thread hand-offs per token before the gateway's own code ru
 the socket write to the client, most of what a token costs (``bench/RESULTS.md``: profiles and
 system call counts). grpclib parses HTTP/2 (the ``h2`` package) in the loop's own protocol: one
 socket read delivers every frame that arrived, for every stream, and a stream's waiting task is
-woken directly. Under flood that halves the CPU per relayed token; sending a large tensor costs
-more (it goes out in 16 kB frames through Python), so it stays a choice
-(``upstream.stream_client``), not the default.
+woken directly. On a saturated core that takes up to a third off the gateway's CPU per relayed
+token (the receive path alone: up to half); on a quiet one it is about even, a read's frames
+go out in a burst (first tokens wait behind it under flood), and a large tensor costs more to
+send (16 kB frames through Python). So it stays a choice (``upstream.stream_client``), not the
+default (``bench/RESULTS.md``, issue 28).
 
 Only the token streams go this way; health, model configs and the replicas' probes keep
 tritonclient's grpc.aio client. The wire is the same gRPC method (``ModelStreamInfer``: one

@@ -50,3 +50,20 @@ def test_trace_timeline_places_the_client_before_and_after_the_gateway() -> None
     assert rows["client: first token relayed -> read"][1:3] == ["10.000", "1.000"]
     assert rows["client: TTFT (send -> first token read)"][2] == "13.000"
     assert rows["first_token"][1:3] == ["4.000", "6.000"]
+
+
+def test_strace_counts_become_calls_per_token() -> None:
+    from bench.profile import per_token
+
+    summary = """% time     seconds  usecs/call     calls    errors syscall
+------ ----------- ----------- --------- --------- -------------------
+ 78.28    9.576118        6844      1399       365 futex
+  6.96    0.851678          35     2000           write
+  0.78    0.096001           8      1000         1 recvfrom
+------ ----------- ----------- --------- --------- -------------------
+100.00   12.232955         217      4399       366 total"""
+    lines = per_token(summary, 1000).splitlines()
+    assert lines[0] == "1000 tokens relayed"
+    assert [line.split() for line in lines[3:]] == [
+        ["4.399", "total"], ["2.000", "write"], ["1.399", "futex"], ["1.000", "recvfrom"]
+    ]  # fmt: skip
