@@ -37,7 +37,12 @@ from transformers import (
 )
 
 from server_repo.reference_kit.archs.base import MediaFeatures, model_device_dtype
-from server_repo.reference_kit.archs.qwen2_vl import Qwen2VLArch, image_inputs
+from server_repo.reference_kit.archs.qwen2_vl import (
+    Qwen2VLArch,
+    image_inputs,
+    media_token_ids,
+    qwen_text_config,
+)
 from server_repo.reference_kit.request import InvalidRequest
 from server_repo.reference_kit.templates import QWEN2_VL, MediaSlot, Prompt
 from server_repo.reference_kit.tiny_tokenizer import SpecialTokens
@@ -105,25 +110,8 @@ class Qwen25VLArch(Qwen2VLArch):
         return tokenizer
 
     def tiny_config(self, tokenizer: PreTrainedTokenizerBase) -> PretrainedConfig:
-        spec, ids = self.tiny_spec, tokenizer.convert_tokens_to_ids
-        text = {
-            "vocab_size": len(tokenizer),
-            "hidden_size": spec["text"]["hidden"],
-            "intermediate_size": spec["text"]["intermediate"],
-            "num_hidden_layers": spec["text"]["layers"],
-            "num_attention_heads": spec["text"]["heads"],
-            "num_key_value_heads": spec["text"]["kv_heads"],
-            "max_position_embeddings": spec["max_positions"],
-            "rope_parameters": {
-                "rope_type": "default",
-                "rope_theta": 1_000_000.0,
-                "mrope_section": spec["mrope_section"],
-            },
-            "bos_token_id": tokenizer.pad_token_id,
-            "eos_token_id": tokenizer.eos_token_id,
-            "pad_token_id": tokenizer.pad_token_id,
-            "initializer_range": spec["init_range"],
-        }
+        spec = self.tiny_spec
+        text = qwen_text_config(spec, tokenizer)
         vision = {
             "depth": spec["vision"]["depth"],
             "hidden_size": spec["vision"]["hidden"],
@@ -134,12 +122,7 @@ class Qwen25VLArch(Qwen2VLArch):
             "initializer_range": spec["init_range"],
         }
         return Qwen2_5_VLConfig(
-            text_config=text,
-            vision_config=vision,
-            image_token_id=ids("<|image_pad|>"),
-            video_token_id=ids("<|video_pad|>"),
-            vision_start_token_id=ids("<|vision_start|>"),
-            vision_end_token_id=ids("<|vision_end|>"),
+            text_config=text, vision_config=vision, **media_token_ids(tokenizer)
         )
 
     def encode_request(self, model: PreTrainedModel, processor: Any, request: Any) -> MediaFeatures:

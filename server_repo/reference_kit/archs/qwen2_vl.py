@@ -71,25 +71,8 @@ class Qwen2VLArch(Arch):
     }
 
     def tiny_config(self, tokenizer: PreTrainedTokenizerBase) -> PretrainedConfig:
-        spec, ids = self.tiny_spec, tokenizer.convert_tokens_to_ids
-        text = {
-            "vocab_size": len(tokenizer),
-            "hidden_size": spec["text"]["hidden"],
-            "intermediate_size": spec["text"]["intermediate"],
-            "num_hidden_layers": spec["text"]["layers"],
-            "num_attention_heads": spec["text"]["heads"],
-            "num_key_value_heads": spec["text"]["kv_heads"],
-            "max_position_embeddings": spec["max_positions"],
-            "rope_parameters": {
-                "rope_type": "default",
-                "rope_theta": 1_000_000.0,
-                "mrope_section": spec["mrope_section"],
-            },
-            "bos_token_id": tokenizer.pad_token_id,
-            "eos_token_id": tokenizer.eos_token_id,
-            "pad_token_id": tokenizer.pad_token_id,
-            "initializer_range": spec["init_range"],
-        }
+        spec = self.tiny_spec
+        text = qwen_text_config(spec, tokenizer)
         vision = {
             "depth": spec["vision"]["depth"],
             "embed_dim": spec["vision"]["embed"],
@@ -98,14 +81,7 @@ class Qwen2VLArch(Arch):
             "mlp_ratio": spec["vision"]["mlp_ratio"],
             "initializer_range": spec["init_range"],
         }
-        return Qwen2VLConfig(
-            text_config=text,
-            vision_config=vision,
-            image_token_id=ids("<|image_pad|>"),
-            video_token_id=ids("<|video_pad|>"),
-            vision_start_token_id=ids("<|vision_start|>"),
-            vision_end_token_id=ids("<|vision_end|>"),
-        )
+        return Qwen2VLConfig(text_config=text, vision_config=vision, **media_token_ids(tokenizer))
 
     def save_processor(self, tokenizer: PreTrainedTokenizerBase, directory: Path) -> None:
         """The image processor only: ``Qwen2VLProcessor`` needs torchvision for its video part."""
@@ -152,6 +128,39 @@ class Qwen2VLArch(Arch):
             return {"position_ids": text.view(1, 1, -1).expand(3, 1, -1)}
 
         return inputs
+
+
+def qwen_text_config(spec: dict[str, Any], tokenizer: PreTrainedTokenizerBase) -> dict[str, Any]:
+    """The Qwen2 decoder of a tiny Qwen2-VL or Qwen2.5-VL (M-RoPE over time, height, width)."""
+    return {
+        "vocab_size": len(tokenizer),
+        "hidden_size": spec["text"]["hidden"],
+        "intermediate_size": spec["text"]["intermediate"],
+        "num_hidden_layers": spec["text"]["layers"],
+        "num_attention_heads": spec["text"]["heads"],
+        "num_key_value_heads": spec["text"]["kv_heads"],
+        "max_position_embeddings": spec["max_positions"],
+        "rope_parameters": {
+            "rope_type": "default",
+            "rope_theta": 1_000_000.0,
+            "mrope_section": spec["mrope_section"],
+        },
+        "bos_token_id": tokenizer.pad_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id,
+        "initializer_range": spec["init_range"],
+    }
+
+
+def media_token_ids(tokenizer: PreTrainedTokenizerBase) -> dict[str, int]:
+    """The ids of the image, video and vision-span tokens, as the Qwen-VL configs name them."""
+    ids = tokenizer.convert_tokens_to_ids
+    return {
+        "image_token_id": ids("<|image_pad|>"),
+        "video_token_id": ids("<|video_pad|>"),
+        "vision_start_token_id": ids("<|vision_start|>"),
+        "vision_end_token_id": ids("<|vision_end|>"),
+    }
 
 
 def image_inputs(processor: Any, pixels: np.ndarray) -> dict[str, torch.Tensor]:
