@@ -164,7 +164,7 @@ class TritonClient:
         outputs: Sequence[str],
     ) -> AsyncGenerator[service_pb2.ModelInferResponse, None]:
         sending = time.perf_counter()
-        request = _request(model_name, inputs, request_id, outputs)
+        request = request_message(model_name, inputs, request_id, outputs)
         call = self._stream_infer(request)
         phase("triton.send", sending, request_id=request_id, model=model_name)
         finished = False
@@ -197,7 +197,7 @@ class TritonClient:
     ) -> AsyncGenerator[service_pb2.ModelInferResponse, None]:
         """As ``_grpcio_stream``, over grpclib: the call is reset if left before its end."""
         sending = time.perf_counter()
-        responses = h2.responses(_request(model_name, inputs, request_id, outputs))
+        responses = h2.responses(request_message(model_name, inputs, request_id, outputs))
         phase("triton.send", sending, request_id=request_id, model=model_name)
         try:
             async for response in responses:  # it ends after the final response
@@ -213,7 +213,7 @@ class TritonClient:
             await responses.aclose()
 
 
-def _request(
+def request_message(
     model_name: str,
     inputs: Sequence[grpcclient.InferInput],
     request_id: str,

@@ -20,7 +20,7 @@ same four calls as ``TritonClient``. It speaks two contracts of ``docs/triton-co
 Model configs (``triton_configs.py``) are the dicts ``get_model_config(name, as_json=True)
 ["config"]`` returns, with the names, dtypes and dims of ``server_repo/reference/*/config.pbtxt``.
 
-``stream`` builds the request with tritonclient's ``_get_inference_request`` as
+``stream`` builds the request with the client's own ``request_message`` (tritonclient's builder) as
 ``TritonClient.stream`` does, then reads it back the way Triton does (``triton_requests.py``):
 every input must be declared, of the declared datatype, of rank 1 + len(dims) with the batch
 first and the fixed dims matching, and every required input present; a violation is the error
@@ -48,13 +48,12 @@ import grpc
 import numpy as np
 import tritonclient.grpc.aio as grpcclient
 from tritonclient.grpc import service_pb2
-from tritonclient.grpc._utils import _get_inference_request
 from tritonclient.utils import InferenceServerException
 
 from gateway.errors import UpstreamUnavailable
 from gateway.families.whisper.tokens import WhisperTokenizer, load_tokenizer
 from gateway.triton.backend import Route
-from gateway.triton.client import translate_error
+from gateway.triton.client import request_message, translate_error
 from gateway.triton.contract import ModelContract, parse_model_config
 from gateway.triton.outputs import is_final
 from tests.fakes.triton_configs import (
@@ -182,22 +181,7 @@ class FakeTriton:
         outputs: Sequence[str] = (),
         route: Route | None = None,
     ) -> AsyncIterator[service_pb2.ModelInferResponse]:
-        try:
-            request = _get_inference_request(
-                model_name=model_name,
-                inputs=list(inputs),
-                model_version="",
-                request_id=request_id,
-                outputs=[grpcclient.InferRequestedOutput(name) for name in outputs] or None,
-                sequence_id=0,
-                sequence_start=False,
-                sequence_end=False,
-                priority=0,
-                timeout=None,
-                parameters=None,
-            )
-        except InferenceServerException as exc:
-            raise translate_error(exc) from exc
+        request = request_message(model_name, inputs, request_id, outputs)
         if self.down:
             raise _unavailable()
         if self.hung:
