@@ -162,6 +162,14 @@ class ChatTemplate:
             raise InvalidRequest(
                 f"the model's chat template refuses this conversation: {exc}", param="messages"
             ) from None
+        except InvalidRequest:
+            raise
+        except Exception as exc:  # a template's own Python error on shapes it did not expect
+            raise InvalidRequest(
+                "the model's chat template cannot render this conversation "
+                f"({type(exc).__name__}: {exc})",
+                param="messages",
+            ) from None
         return "".join(pieces)
 
 

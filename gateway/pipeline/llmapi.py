@@ -236,6 +236,20 @@ def image_prompt(parsed: ParsedChat, tools: ToolPlan | None, effort: str | None)
     return conversation.turns[0].text
 
 
+def count_image_prompt(llmapi: LlmapiModel, text: str, images: int, max_chars: int) -> int:
+    """The tokens of the prompt the model builds for an image request, as far as the gateway
+    can know them: its chat template over one user message of the images and the text (the
+    default system prompt, the turn markers, one placeholder per image), counted with its
+    tokenizer. What an image placeholder expands to is the model's processor's business and
+    is not counted here. A template that does not take list content: the text alone."""
+    content = [{"type": "image"}] * images + [{"type": "text", "text": text}]
+    try:
+        rendered = llmapi.template.render([{"role": "user", "content": content}], max_chars)
+    except InvalidRequest:
+        return llmapi.count(text, special=True)
+    return llmapi.count(llmapi.prompt(rendered), special=True)
+
+
 def render_text(
     llmapi: LlmapiModel,
     parsed: ParsedChat,
@@ -278,11 +292,14 @@ async def prepare_llmapi_chat(
     limits = runtime.settings.generation
     if parsed.media:
         text = image_prompt(parsed, tools, effort)
-        prompt = LlmapiPrompt(text, llmapi.count(text, special=True), parsed.media)
+        args = (llmapi, text, len(parsed.media), limits.max_prompt_chars)
+        prompt = LlmapiPrompt(
+            text, await asyncio.to_thread(count_image_prompt, *args), parsed.media
+        )
     else:
         extra = thinking(llmapi, effort)
-        args = (llmapi, parsed, tools, extra, limits.max_prompt_chars)
-        prompt = await asyncio.to_thread(render_text, *args)
+        cap = limits.max_prompt_chars
+        prompt = await asyncio.to_thread(render_text, llmapi, parsed, tools, extra, cap)
     check_total_prompt(
         [len(prompt.text_input)], request.n, limits.max_total_prompt_chars, "messages"
     )

@@ -7,10 +7,10 @@ answers: no batch dimension (``max_batch_size: 0``); ``streaming`` needs a decou
 the text so far (cumulative), the last one flagged final; unstreamed, one final response;
 ``finish_reason`` / ``stop_reason`` only when ``return_finish_reason`` / ``return_stop_reason``
 are set (``str()`` of TensorRT-LLM's value: ``"None"`` until the end); the KV-cache counters
-with ``sampling_param_return_perf_metrics``, as BYTES holding the number (model.py fills them in
-``text_output``'s dtype, whatever the config declares); ``exclude_input_from_output`` defaults to False,
-and then the prompt is echoed before the text. A ``max_tokens`` the request leaves out is the
-LLM API's default, 32.
+with ``sampling_param_return_perf_metrics``, as BYTES holding the number (model.py fills them
+in ``text_output``'s dtype, whatever the config declares); ``exclude_input_from_output``
+defaults to False, and then the prompt is echoed before the text. A ``max_tokens`` the request
+leaves out is the LLM API's default, 32.
 """
 
 from __future__ import annotations

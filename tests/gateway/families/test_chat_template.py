@@ -94,3 +94,11 @@ def test_a_folder_without_a_template_is_a_clear_error(tmp_path: Path) -> None:
         ChatTemplate.load(tmp_path)
     with pytest.raises(TemplateError, match="does not compile"):
         ChatTemplate("{% for %}")
+
+
+def test_a_templates_python_error_is_a_400_not_a_crash() -> None:
+    source = "{{ messages[0].content + '!' }}"
+    with pytest.raises(InvalidRequest, match="cannot render this conversation"):
+        ChatTemplate(source).render([{"role": "user", "content": [{"type": "image"}]}], 100)
+    with pytest.raises(InvalidRequest, match="cannot render"):
+        ChatTemplate("{{ (messages | length) // 0 }}").render(USER, 100)

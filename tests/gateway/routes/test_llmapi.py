@@ -383,3 +383,16 @@ async def test_repeated_images_share_an_affinity_key_whatever_the_text(
     assert await key("What?", png(2)) != first
     assert await key("What?", png(1), png(2)) not in (first, await key("What?", png(2)))
     assert await key("Just text") == await key("Just text") != first
+
+
+async def test_an_image_requests_prompt_tokens_count_the_models_own_template(
+    http: httpx.AsyncClient, fake: FakeTriton
+) -> None:
+    """The model renders one user message (its default system prompt, a placeholder per
+    image, the text); the gateway counts that with the tokenizer (placeholders once each)."""
+    content = [{"type": "text", "text": "What?"}, image_part(data_url(png(1)))]
+    response = await http.post(URL, json=ask(content, model="fake-llmapi-vl"))
+    assert response.status_code == 200, response.text
+    plain = "system\nYou are a helpful assistant.\nuser\nWhat?\nassistant\n"
+    specials = 3 + 2 + 3  # im_start x3, im_end x2, vision start, image pad, vision end
+    assert response.json()["usage"]["prompt_tokens"] == len(plain.encode()) + specials
