@@ -49,7 +49,7 @@ ask() {  # model, stream
          \"content\": [{\"type\": \"text\", \"text\": \"What colour is this?\"},
                        {\"type\": \"image_url\", \"image_url\": {\"url\": \"$image\"}}]}]}"
 }
-for model in reference-llava reference-llava-onevision; do
+for model in reference-llava reference-llava-onevision reference-qwen2.5-vl; do
   echo "== 3. $model: one image"
   ask "$model" false | python3 -c 'import json,sys; b=json.load(sys.stdin); print("   ", b["choices"][0]["finish_reason"], b["usage"])'
   echo "== 3. $model: one image, streamed"
