@@ -103,6 +103,14 @@ def served_models(url: str) -> list[ServedModel]:
         ServedModel(
             id="fake-llmapi", triton_model="llmapi", triton_url=url, tokenizer=qwen3_folder()
         ),
+        # A Qwen3-class reasoning model on it: the template's thinking switch, the output split.
+        ServedModel(
+            id="fake-llmapi-qwen3",
+            triton_model="llmapi",
+            triton_url=url,
+            tokenizer=qwen3_folder(),
+            reasoning_parser="qwen3",
+        ),
         ServedModel(
             id="fake-llmapi-hermes",
             family="qwen2_vl",  # the Hermes tool-call format

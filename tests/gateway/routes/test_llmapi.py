@@ -396,3 +396,23 @@ async def test_an_image_requests_prompt_tokens_count_the_models_own_template(
     plain = "system\nYou are a helpful assistant.\nuser\nWhat?\nassistant\n"
     specials = 3 + 2 + 3  # im_start x3, im_end x2, vision start, image pad, vision end
     assert response.json()["usage"]["prompt_tokens"] == len(plain.encode()) + specials
+
+
+async def test_a_reasoning_model_on_llmapi_splits_its_thinking_from_its_answer(
+    http: httpx.AsyncClient, fake: FakeTriton
+) -> None:
+    """The reasoning split is the relay's output side, so NVIDIA's llmapi model gets it as the
+    engine path does: Qwen3's ``<think>`` block becomes ``reasoning_content``, and
+    ``reasoning_effort`` high switches the template's ``enable_thinking`` on (no empty block)."""
+    fake.script.tokens = ("<think>", "Two", " and", " two.", "</think>", "Four", ".")
+    response = await http.post(
+        URL, json=ask(model="fake-llmapi-qwen3", reasoning_effort="high", max_tokens=16)
+    )
+    assert response.status_code == 200, response.text
+    message = response.json()["choices"][0]["message"]
+    assert message["reasoning_content"] == "Two and two."
+    assert message["content"] == "Four."
+    details = response.json()["usage"]["completion_tokens_details"]
+    assert 0 < details["reasoning_tokens"] < response.json()["usage"]["completion_tokens"]
+    prompt = sent(fake, "text_input")[0].decode()
+    assert prompt.endswith("<|im_start|>assistant\n")  # thinking on: no empty block rendered
