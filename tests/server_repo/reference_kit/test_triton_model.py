@@ -159,10 +159,12 @@ def test_log_probs_and_logits_per_response(model: ReferenceTritonModel) -> None:
         assert outputs["generation_logits"].shape == (1, 1, 1, vocab)  # this token only
     one = whole.sent[0][0].outputs
     assert one["output_log_probs"].shape == (1, 1, 5)
-    assert one["cum_log_probs"] == responses[-1]["cum_log_probs"]
+    # The two requests share in-flight batches of different compositions (as on an engine),
+    # so their float sums may differ in the last bits: the same values, not the same bits.
+    np.testing.assert_allclose(one["cum_log_probs"], responses[-1]["cum_log_probs"], rtol=1e-5)
     assert one["generation_logits"].shape == (1, 1, 5, vocab)
     streamed_logits = np.concatenate([o["generation_logits"] for o in responses], axis=2)
-    np.testing.assert_array_equal(one["generation_logits"], streamed_logits)
+    np.testing.assert_allclose(one["generation_logits"], streamed_logits, rtol=1e-4, atol=1e-5)
     scores = ("cum_log_probs", "output_log_probs", "generation_logits")
     assert all(o[name].dtype == np.float32 for o in [one, *responses] for name in scores)
 
