@@ -179,9 +179,12 @@ class Family:
         """Called once with the served model's ``max_images`` (the deployment's
         ``max_num_images``), for families whose server-side prompt depends on it."""
 
-    def bind(self, declared: frozenset[str], model_name: str) -> None:
-        """Called once the deployment's inputs are known (a family with several contracts
-        picks one here); the text contract's inputs were checked already."""
+    def bound(self, declared: frozenset[str], model_name: str) -> Family:
+        """This family as served by a deployment declaring ``declared``: itself, or, for a
+        family with several contracts, a new instance holding the one it met. Called once
+        the deployment's inputs are known (the text contract's were checked already); the
+        instance it is called on is never changed (``families/capabilities.py``)."""
+        return self
 
     def server_side(self) -> str:
         """One line on the server side this family relies on, for /v1/models and the log."""
@@ -299,12 +302,12 @@ class Family:
 
     def image_limit_message(self, count: int) -> str:
         """The refusal for ``count`` images, naming the family's limit and why it exists."""
-        limit = self.image_limit()
-        message = (
-            f"this request has {count} images; model family '{self.name}' takes at most "
-            f"{limit} per request"
-        )
-        return f"{message}: {self.image_limit_reason}" if self.image_limit_reason else message
+        return f"this request has {count} images; {self.image_limit_rule()}"
+
+    def image_limit_rule(self) -> str:
+        """The family's image limit and why it exists, as a refusal states it."""
+        rule = f"model family '{self.name}' takes at most {self.image_limit()} per request"
+        return f"{rule}: {self.image_limit_reason}" if self.image_limit_reason else rule
 
     def _carries_kind_it_cannot_take(self, conversation: Conversation) -> bool:
         audios = sum(t.audios for t in conversation.turns)

@@ -58,8 +58,8 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> list
     documents = await expand_documents(request, served, runtime)  # PDF pages become images
     request = documents.request
     parsed = parse_messages(request.messages, documents.origins)
-    family = served.family
     contract = await served.get_contract()
+    family = served.family  # as bound to the contract just read
     if served.llmapi is not None:  # NVIDIA's llmapi model: the chat template is rendered here
         return await prepare_llmapi_chat(request, runtime, served, contract, parsed)
     tools = tool_plan(request, family)
