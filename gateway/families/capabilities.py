@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from gateway.families.base import Family
+from gateway.errors import InvalidRequest, TooManyMediaItems
+
+if TYPE_CHECKING:  # base.py reads this module: Family's own view of a conversation
+    from gateway.families.base import Conversation, Family
 
 ContractKind = Literal["engine", "llmapi"]
 # TensorRT-LLM's guided decoding inputs (triton_backend all_models/inflight_batcher_llm/
@@ -96,3 +99,35 @@ class Capabilities:
     def image_limit_message(self, count: int) -> str:
         """The refusal for ``count`` images past the family's limit, saying why it exists."""
         return f"this request has {count} images; {self.family_image_rule}"
+
+
+def admit_conversation(capabilities: Capabilities, conversation: Conversation) -> None:
+    """Refuse a conversation the architecture cannot read, before any fetch: a required image
+    or video missing, or more images than the family takes. A part of a kind the model does
+    not take at all is left to the media check, which names it ("needs an image" would
+    mislead)."""
+    audios = sum(turn.audios for turn in conversation.turns)
+    if (
+        (conversation.image_count and not capabilities.takes("image"))
+        or (conversation.video_count and not capabilities.takes("video"))
+        or (audios and not capabilities.takes("audio"))
+    ):
+        return
+    if capabilities.requires_video and conversation.video_count == 0:
+        raise InvalidRequest(
+            f"model family '{capabilities.family}' needs a video in the request",
+            param="messages",
+            code="video_required",
+        )
+    if capabilities.requires_image and conversation.image_count == 0:
+        raise InvalidRequest(
+            f"model family '{capabilities.family}' needs an image in the request: its encoder "
+            "has nothing to read from a text-only conversation",
+            param="messages",
+            code="image_required",
+        )
+    limit = capabilities.family_max_images
+    if limit is not None and conversation.image_count > limit:
+        raise TooManyMediaItems(
+            capabilities.image_limit_message(conversation.image_count), param="messages"
+        )

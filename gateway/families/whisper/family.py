@@ -122,7 +122,7 @@ class Whisper(Family):
     def render(self, conversation: Conversation) -> str:
         return ""  # text parts are not instructions to a speech model; the audio is the input
 
-    def check_conversation(self, conversation: Conversation) -> None:
+    def conversation_rules(self, conversation: Conversation) -> None:
         audios = sum(turn.audios for turn in conversation.turns)
         if conversation.image_count or conversation.video_count:
             return  # the media check refuses those parts by name
