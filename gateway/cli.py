@@ -20,7 +20,6 @@ from gateway.server.options import fast_server_options, uvicorn_options
 from gateway.server.ready import address_url, ready_line
 from gateway.workers import serve as supervise
 from gateway.workers import worker_count
-from server_repo.trtllm import cli as trtllm_cli
 
 log = logging.getLogger("gateway.cli")
 # uvicorn's exit status when the application's start-up fails.
@@ -29,7 +28,10 @@ STARTUP_FAILED = 3
 __all__ = ["fast_server_options", "main", "settings_from_args", "uvicorn_options"]
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(repository: bool = True) -> argparse.ArgumentParser:
+    """The command line; ``trtllm-repo``'s own arguments only when ``repository``: that
+    command alone loads the repository assembler (``server_repo.trtllm``), so ``mmgw serve``
+    (every gateway worker's start-up) parses without it."""
     parser = argparse.ArgumentParser(
         prog="mmgw", description="OpenAI-compatible multimodal gateway"
     )
@@ -56,7 +58,10 @@ def _parser() -> argparse.ArgumentParser:
         help="write a checked Triton TensorRT-LLM model repository: from built engines, or "
         "(--backend llmapi) NVIDIA's PyTorch-backend model over a Hugging Face folder",
     )
-    trtllm_cli.add_arguments(trtllm)
+    if repository:
+        from server_repo.trtllm import cli as trtllm_cli
+
+        trtllm_cli.add_arguments(trtllm)
     return parser
 
 
@@ -108,8 +113,12 @@ def _configuration_error(exc: Exception) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    repository = bool(argv) and argv[0] == "trtllm-repo"
+    args = _parser(repository).parse_args(argv)
     if args.command == "trtllm-repo":
+        from server_repo.trtllm import cli as trtllm_cli
+
         return trtllm_cli.run(args)
     ignored = unknown_variables(Settings, os.environ)
     try:

@@ -17,6 +17,7 @@ from typing import Any
 from gateway.config import ServedModel, Settings
 from gateway.errors import GatewayError, ModelNotFound, RateLimited
 from gateway.families.base import Family
+from gateway.families.capabilities import Capabilities
 from gateway.families.chat_template import TemplateError
 from gateway.families.llmapi import NVIDIA_LLMAPI, Llmapi, LlmapiModel
 from gateway.families.registry import get_family
@@ -74,6 +75,7 @@ class ServedRuntime:
     # Served by NVIDIA's llmapi Triton model: its chat template and tokenizer (read with the
     # contract); None on the engine path.
     llmapi: LlmapiModel | None = None
+    _capabilities: Capabilities | None = None
 
     def on_lost(self, lost: Callable[[], None]) -> Callable[[], None]:
         """Call ``lost()`` when this model's Triton loses its readiness; returns what stops
@@ -92,7 +94,30 @@ class ServedRuntime:
                     else:
                         self._bind_engine(contract)
                     self.contract = contract
+                    self._capabilities = self._capabilities_of(contract)
         return self.contract
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this model takes (``families/capabilities.py``), fixed once its contract is
+        read; before that (a test seam without Triton), the family's and settings' own view,
+        as if the deployment declared every input the family uses."""
+        if self._capabilities is not None:
+            return self._capabilities
+        capabilities = self._capabilities_of(self.contract)
+        if self.contract is not None:
+            self._capabilities = capabilities
+        return capabilities
+
+    def _capabilities_of(self, contract: ModelContract | None) -> Capabilities:
+        return Capabilities.of(
+            self.config.id,
+            self.family,
+            triton_model=self.config.triton_model,
+            contract=contract.kind if contract is not None else "engine",
+            declares=contract.declares if contract is not None else lambda _: True,
+            engine_max_images=self.config.max_images,
+        )
 
     def _bind_engine(self, contract: ModelContract) -> None:
         if self.config.family is None:
@@ -102,7 +127,9 @@ class ServedRuntime:
                 "'sampling_param_max_tokens'): set family to the model family it serves"
             )
         contract.require(self.family.required_inputs, "a TensorRT-LLM text contract")
-        self.family.bind(frozenset(contract.inputs), contract.name)
+        # A family with several contracts comes back holding the one it met; the instance
+        # configured at start-up is not changed.
+        self.family = self.family.bound(frozenset(contract.inputs), contract.name)
         self.family.check_deployment(contract.parameters, contract.name)
 
     def _load_llmapi(self, contract: ModelContract) -> LlmapiModel:

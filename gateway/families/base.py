@@ -17,9 +17,10 @@ import numpy as np
 from PIL import Image
 from pydantic import BaseModel
 
-from gateway.errors import InvalidRequest, TooManyMediaItems
+from gateway.errors import InvalidRequest
 from gateway.families._pixels import fitted_to_side, resize_to_fit
 from gateway.families.calls import GenerationRequest, Plan, Sampling, Task
+from gateway.families.capabilities import Capabilities, admit_conversation
 
 if TYPE_CHECKING:
     from gateway.families.tool_formats.base import ToolCall, ToolFormat
@@ -179,9 +180,12 @@ class Family:
         """Called once with the served model's ``max_images`` (the deployment's
         ``max_num_images``), for families whose server-side prompt depends on it."""
 
-    def bind(self, declared: frozenset[str], model_name: str) -> None:
-        """Called once the deployment's inputs are known (a family with several contracts
-        picks one here); the text contract's inputs were checked already."""
+    def bound(self, declared: frozenset[str], model_name: str) -> Family:
+        """This family as served by a deployment declaring ``declared``: itself, or, for a
+        family with several contracts, a new instance holding the one it met. Called once
+        the deployment's inputs are known (the text contract's were checked already); the
+        instance it is called on is never changed (``families/capabilities.py``)."""
+        return self
 
     def server_side(self) -> str:
         """One line on the server side this family relies on, for /v1/models and the log."""
@@ -271,27 +275,26 @@ class Family:
         return f"{self.name}:{self.video_tensor}:short_side={self.video_max_short_side}"
 
     def check_conversation(self, conversation: Conversation) -> None:
-        """Refuse what the architecture cannot do, before any fetch, with a 400 that says why."""
-        if self._carries_kind_it_cannot_take(conversation):
-            return  # the media check refuses that part by name; "needs an image" would mislead
-        if self.requires_video and conversation.video_count == 0:
-            raise InvalidRequest(
-                f"model family '{self.name}' needs a video in the request",
-                param="messages",
-                code="video_required",
-            )
-        if self.requires_image and conversation.image_count == 0:
-            raise InvalidRequest(
-                f"model family '{self.name}' needs an image in the request: its encoder has "
-                "nothing to read from a text-only conversation",
-                param="messages",
-                code="image_required",
-            )
-        limit = self.image_limit()
-        if limit is not None and conversation.image_count > limit:
-            raise TooManyMediaItems(
-                self.image_limit_message(conversation.image_count), param="messages"
-            )
+        """Refuse what the architecture cannot do, before any fetch, with a 400 that says why:
+        what every family's capabilities decide (``admit_conversation``), then this family's
+        own rules. A served model's request meets the same two through ``pipeline/admission``."""
+        admit_conversation(self.capabilities(), conversation)
+        self.conversation_rules(conversation)
+
+    def conversation_rules(self, conversation: Conversation) -> None:
+        """What this family alone refuses in a conversation (a template's rule, say)."""
+
+    def capabilities(self) -> Capabilities:
+        """This family's own capabilities, as if its deployment declared every input it uses
+        and the engine set no image limit (a served model's: ``ServedRuntime.capabilities``)."""
+        return Capabilities.of(
+            self.name,
+            self,
+            triton_model="",
+            contract="engine",
+            declares=lambda _: True,
+            engine_max_images=None,
+        )
 
     def image_limit(self) -> int | None:
         """The most images one request may carry for this family (None: the engine decides)."""
@@ -299,20 +302,12 @@ class Family:
 
     def image_limit_message(self, count: int) -> str:
         """The refusal for ``count`` images, naming the family's limit and why it exists."""
-        limit = self.image_limit()
-        message = (
-            f"this request has {count} images; model family '{self.name}' takes at most "
-            f"{limit} per request"
-        )
-        return f"{message}: {self.image_limit_reason}" if self.image_limit_reason else message
+        return f"this request has {count} images; {self.image_limit_rule()}"
 
-    def _carries_kind_it_cannot_take(self, conversation: Conversation) -> bool:
-        audios = sum(t.audios for t in conversation.turns)
-        return bool(
-            (conversation.image_count and self.image_tensor is None)
-            or (conversation.video_count and self.video_tensor is None)
-            or (audios and not self.accepts_audio)
-        )
+    def image_limit_rule(self) -> str:
+        """The family's image limit and why it exists, as a refusal states it."""
+        rule = f"model family '{self.name}' takes at most {self.image_limit()} per request"
+        return f"{rule}: {self.image_limit_reason}" if self.image_limit_reason else rule
 
     def image_sizes(self, sizes: Sequence[tuple[int, int]]) -> np.ndarray[Any, Any] | None:
         """Original (height, width) per image -> the sizes tensor [1, n, 2], if the family

@@ -78,8 +78,7 @@ class Mllama(Family):
         "<|python_tag|>",
     )
 
-    def check_conversation(self, conversation: Conversation) -> None:
-        super().check_conversation(conversation)
+    def conversation_rules(self, conversation: Conversation) -> None:
         if conversation.image_count and _user_system(conversation.system):
             raise InvalidRequest(
                 "Llama-3.2-Vision's chat template does not take a system message in a "
@@ -124,8 +123,8 @@ class MllamaBase(Mllama):
     tool_format = None  # a base checkpoint was not trained on any tool-call format
     stop_strings: ClassVar[tuple[str, ...]] = ()
 
-    def check_conversation(self, conversation: Conversation) -> None:
-        Family.check_conversation(self, conversation)  # no chat template: no system rule
+    def conversation_rules(self, conversation: Conversation) -> None:
+        """None: a base checkpoint has no chat template, so no system rule."""
 
     def render(self, conversation: Conversation) -> str:
         require_final_user_turn(conversation)

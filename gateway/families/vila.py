@@ -63,9 +63,9 @@ class Vila(Family):
     def image_limit(self) -> int | None:
         return None if self.splits_at_markers else 1
 
-    def image_limit_message(self, count: int) -> str:
+    def image_limit_rule(self) -> str:
         return (
-            f"this request has {count} images; model family '{self.name}' takes at most 1 per "
+            f"model family '{self.name}' takes at most 1 per "
             "request here: NVIDIA's preprocessing places each image's features at an <image> "
             "marker only when its max_num_images is above 1 (set the model's max_images to "
             "the deployment's max_num_images)"

@@ -16,13 +16,14 @@ from dataclasses import replace
 from gateway.errors import InvalidRequest
 from gateway.observability.tracing import phase
 from gateway.pipeline._watchdog import Timeouts
+from gateway.pipeline.admission import admit
 from gateway.pipeline.conversation import parse_messages
 from gateway.pipeline.documents import expand_documents
 from gateway.pipeline.generation import check_prompt_size, check_total_prompt, draft, refuse
 from gateway.pipeline.llmapi import prepare_llmapi_chat
 from gateway.pipeline.logprobs import logprobs_asked
-from gateway.pipeline.lora import lora_choice
-from gateway.pipeline.media import check_family_images, prepare_media
+from gateway.pipeline.lora import choose_adapter, lora_choice
+from gateway.pipeline.media import prepare_media
 from gateway.pipeline.reasoning import check_guide as check_reasoning_guide
 from gateway.pipeline.reasoning import checked_effort, reasoning_output
 from gateway.pipeline.relay import Prepared, family_plan, prepared
@@ -58,8 +59,8 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> list
     documents = await expand_documents(request, served, runtime)  # PDF pages become images
     request = documents.request
     parsed = parse_messages(request.messages, documents.origins)
-    family = served.family
     contract = await served.get_contract()
+    family = served.family  # as bound to the contract just read
     if served.llmapi is not None:  # NVIDIA's llmapi model: the chat template is rendered here
         return await prepare_llmapi_chat(request, runtime, served, contract, parsed)
     tools = tool_plan(request, family)
@@ -74,8 +75,11 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> list
         guide = await check_guide(asked, contract, served.config.id, runtime, suspects)
     family.check_text(parsed.conversation)
     conversation = lowered(parsed.conversation, family, tools)
-    check_family_images(parsed.media, served)  # before the family's count: names the part
-    family.check_conversation(conversation)
+    adapter = choose_adapter(served.config, request.lora_task_id)
+    admit(
+        served.capabilities, parsed.media, runtime.settings.media,
+        conversation=conversation, rules=family.conversation_rules, lora=adapter is not None,
+    )  # fmt: skip
     text_input = family.render(conversation)
     if runtime.settings.observability.log_bodies:  # the debug switch: prompts are private
         fields = {"model": served.config.id, "prompt": text_input}

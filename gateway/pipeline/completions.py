@@ -13,6 +13,7 @@ from dataclasses import replace
 from gateway.errors import InvalidRequest
 from gateway.families.base import Conversation, Turn
 from gateway.pipeline._watchdog import Timeouts
+from gateway.pipeline.admission import admit
 from gateway.pipeline.generation import check_prompt_size, check_total_prompt, draft, refuse
 from gateway.pipeline.llmapi import prepare_llmapi_completion
 from gateway.pipeline.logprobs import logprobs_asked
@@ -58,7 +59,10 @@ def _check_prompt(prompt: str, served: ServedRuntime, runtime: Runtime) -> None:
         )  # fmt: skip
     conversation = Conversation(None, (Turn("user", prompt),))
     family.check_text(conversation)
-    family.check_conversation(conversation)
+    admit(
+        served.capabilities, (), runtime.settings.media,
+        conversation=conversation, rules=family.conversation_rules,
+    )  # fmt: skip
     check_prompt_size(prompt, served, runtime.settings.generation.max_prompt_chars, "prompt")
 
 

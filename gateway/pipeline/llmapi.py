@@ -36,6 +36,7 @@ from gateway.families.chat_template import THINKING_SWITCHES
 from gateway.families.llmapi import IMAGE_URLS, LlmapiModel
 from gateway.pipeline._llmapi_call import LlmapiRun
 from gateway.pipeline._watchdog import Timeouts
+from gateway.pipeline.admission import admit
 from gateway.pipeline.conversation import MediaPart, ParsedChat
 from gateway.pipeline.generation import TextFields, check_total_prompt, fresh_seed, max_tokens
 from gateway.pipeline.media import prepare_media
@@ -287,6 +288,7 @@ async def prepare_llmapi_chat(
     tools = tool_plan(request, served.family)
     refuse_guide(requested_output(request, tools))
     refuse_media_kinds(parsed.media)
+    admit(served.capabilities, parsed.media, runtime.settings.media)
     check_markers(llmapi, parsed.conversation)
     effort = reasoning_effort(request)
     limits = runtime.settings.generation

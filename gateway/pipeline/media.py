@@ -1,7 +1,8 @@
 """Media parts -> the family's wire tensor and its KV-reuse id.
 
-Everything that can be refused without touching the network is checked first (kinds the model
-takes, counts, sampling options), so a refused request costs no fetch. Then every part is
+Everything that can be refused without touching the network was checked before
+(``pipeline/admission.py``: kinds the model takes, counts; here, sampling options), so a refused
+request costs no fetch. Then every part is
 fetched concurrently on the event loop and decoded in the offload pool (worker processes, at
 most ``decode_workers`` at a time, each item under ``decode_timeout_s``), so a burst of large
 or hostile media cannot starve the token relay of other requests; a still image whose header
@@ -25,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from gateway.config import ImageSettings, MediaSettings, VideoSettings
+from gateway.config import ImageSettings, VideoSettings
 from gateway.errors import (
     GatewayError,
     InvalidRequest,
@@ -49,26 +50,19 @@ from gateway.pipeline._media_jobs import (
     source_array,
     trace_job,
 )
-from gateway.pipeline.conversation import MediaKind, MediaPart
+from gateway.pipeline.admission import admit
+from gateway.pipeline.conversation import MediaPart
 from gateway.protocol.chat import MediaIOKwargs
 from gateway.protocol.common import MediaTokens
 from gateway.runtime import Runtime, ServedRuntime
 
 __all__ = [
     "PreparedMedia",
-    "check_family_images",
-    "check_media",
     "decode_upload",
     "prepare_media",
     "video_sampling",
 ]
 
-_COUNT_LIMITS: dict[MediaKind, str] = {
-    "image": "max_images_per_request",
-    "video": "max_videos_per_request",
-    "audio": "max_audio_per_request",
-}
-_PLURAL = {"image": "images", "video": "videos", "audio": "audio clips"}
 _INLINE_STACK_BYTES = 1 << 20  # a single image's array stacked on the event loop (~0.1 ms)
 
 
@@ -85,86 +79,6 @@ class PreparedMedia:
     samples: np.ndarray[Any, Any] | None = None
     # The prompt tokens the media become, by modality, as the family counts what it sent.
     tokens: MediaTokens | None = None
-
-
-def _accepts(family: Family, kind: MediaKind) -> bool:
-    if kind == "audio":
-        return family.accepts_audio
-    return (family.image_tensor if kind == "image" else family.video_tensor) is not None
-
-
-def check_media(parts: Sequence[MediaPart], served: ServedRuntime, limits: MediaSettings) -> None:
-    """Refuse kinds the model does not take, mixes the wire cannot carry, and counts over the
-    server's or the engine's limit; all before any fetch."""
-    model = served.config.id
-    for part in parts:
-        if not _accepts(served.family, part.kind):
-            raise InvalidRequest(
-                (f"model '{model}' does not accept {part.kind} input (", part.where, ")"),
-                param=part.where,
-                code="unsupported_content_part",
-            )
-    kinds = {part.kind for part in parts}
-    if len(kinds) > 1:  # GenerationRequest carries one media tensor per request today
-        raise InvalidRequest(
-            f"model '{model}' takes one kind of media per request; this one mixes "
-            f"{' and '.join(sorted(kinds))}",
-            param="messages",
-            code="unsupported_content_part",
-        )
-    check_family_images(parts, served)
-    for kind in kinds:
-        count = sum(1 for part in parts if part.kind == kind)
-        _check_carried(kind, count, served)
-        limit = getattr(limits, _COUNT_LIMITS[kind])
-        if kind == "image" and served.config.max_images is not None:
-            limit = min(limit, served.config.max_images)
-        if count > limit:
-            raise TooManyMediaItems(
-                f"this request has {count} {_PLURAL[kind]}; model '{model}' accepts at most "
-                f"{limit} per request",
-                param="messages",
-            )
-
-
-def check_family_images(parts: Sequence[MediaPart], served: ServedRuntime) -> None:
-    """Refuse images past the family's own limit, naming the first part over it and why the
-    limit exists (NVIDIA's preprocessing reads one raw image per request for some families)."""
-    family = served.family
-    limit = family.image_limit()
-    images = [part for part in parts if part.kind == "image"]
-    if limit is None or len(images) <= limit:
-        return
-    first_over = images[limit].where
-    raise TooManyMediaItems(
-        (
-            first_over,
-            f" is image {limit + 1} of this request; {family.image_limit_message(len(images))}",
-        ),
-        param=first_over,
-    )
-
-
-def _check_carried(kind: MediaKind, count: int, served: ServedRuntime) -> None:
-    """Refuse more videos or audio clips than the family's tensors can carry, saying why."""
-    family = served.family
-    if kind == "image":
-        return  # the engine's limit (ServedModel.max_images) and the family's, elsewhere
-    carried = family.max_videos if kind == "video" else family.max_audio_clips
-    if count <= carried:
-        return
-    noun = "video" if kind == "video" else "audio clip"
-    most = f"one {noun}" if carried == 1 else f"at most {carried} {_PLURAL[kind]}"
-    why = (
-        f"its video tensor ({family.video_tensor}) carries the frames of {most}"
-        if kind == "video"
-        else f"its speech encoder takes {most}"
-    )
-    raise TooManyMediaItems(
-        f"this request has {count} {_PLURAL[kind]}; model '{served.config.id}' takes {most} "
-        f"per request: {why}",
-        param="messages",
-    )
 
 
 def video_sampling(
@@ -198,13 +112,15 @@ async def prepare_media(
     if not parts:
         return None
     limits = runtime.settings.media
-    check_media(parts, served, limits)
+    # The request's preparation admitted these parts with its conversation; admitting them
+    # again here (no I/O, no pixels) keeps every caller of this fetch behind the same gate.
+    admit(served.capabilities, parts, limits)
     if parts[0].kind == "audio":
         return await _prepare_audio(parts, runtime)
     family = served.family
     sampling = video_sampling(options, family, limits.video) if parts[0].kind == "video" else None
     name = family.video_tensor if sampling is not None else family.image_tensor
-    assert name is not None  # check_media refused kinds without a tensor
+    assert name is not None  # admission.admit refused kinds without a tensor
     salt = limits.content_id_salt
     if sampling is not None:
         processing = f"{family.video_processing_options()}|{sampling!r}"

@@ -65,7 +65,7 @@ def _checked(raw: object, where: Location) -> InputItem:
     kind = raw.get("type", "message")
     model = ITEM_TYPES.get(kind) if isinstance(kind, str) else None
     if model is None:
-        if kind in KNOWN_ITEM_TYPES:
+        if isinstance(kind, str) and kind in KNOWN_ITEM_TYPES:  # a list type is no set key
             raise InvalidRequest(
                 (f"input items of type '{kind}' are not supported by this gateway (", where, ")"),
                 param=(*where, "type"), code="unsupported_parameter",

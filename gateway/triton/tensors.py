@@ -2,11 +2,11 @@
 
 Every model has ``max_batch_size > 0``, so each tensor carries a batch dimension of 1 in
 front of its declared dims: a scalar declared ``dims: [1]`` goes on the wire as [1, 1].
-Fields the model does not declare are left out, except the image tensor a request needs,
-whose absence is a client-visible error (the model cannot see images), and a LoRA adapter
-on a deployment without LoRA inputs (same reason). Arrays go in the dtype the model declares
-(fp16 pixels become bf16 for a CogVLM-style BF16 input) and at its rank: a tensor with fewer
-axes gains leading image axes after the batch axis, one with more loses single ones.
+Fields the model does not declare are left out. What a model cannot take at all (images, a
+LoRA adapter, a guide its deployment declares no input for) was refused before the first
+byte (``pipeline/admission.py``); here it is only asserted. Arrays go in the dtype the model
+declares (fp16 pixels become bf16 for a CogVLM-style BF16 input) and at its rank: a tensor with
+fewer axes gains leading image axes after the batch axis, one with more loses single ones.
 """
 
 from __future__ import annotations
@@ -133,17 +133,13 @@ def _guide_tensors(
     request: GenerationRequest, contract: ModelContract
 ) -> list[grpcclient.InferInput]:
     """TensorRT-LLM's guided decoding inputs, one BYTES element each ([1, 1]); the guide text
-    only when the type takes one (``json`` does not). The pipeline refuses a guided request
-    to a model that does not declare them, naming the request's field; this is the backstop."""
+    only when the type takes one (``json`` does not). The pipeline refused a guided request
+    to a model that does not declare them, naming the request's field."""
     guide = request.guide
     if guide is None:
         return []
-    missing = [name for name in GUIDE_INPUTS if not contract.declares(name)]
-    if missing:
-        raise InvalidRequest(
-            f"this model's Triton deployment declares no {missing}: it cannot constrain output",
-            code="unsupported_parameter",
-        )
+    # Admitted: structured/guides.check_guide refused a guide to a model without these.
+    assert all(contract.declares(name) for name in GUIDE_INPUTS), "guide to an unguided model"
     tensors = [_tensor(GUIDE_INPUTS[0], "BYTES", np.array([[guide.type.encode()]], np.object_))]
     if guide.text:
         text = np.array([[guide.text.encode("utf-8")]], dtype=np.object_)
@@ -180,15 +176,11 @@ def _lora_tensors(
     request: GenerationRequest, contract: ModelContract
 ) -> list[grpcclient.InferInput]:
     """``lora_weights`` and ``lora_config`` with a task id's first request (``lora_task_id``
-    itself goes with the scalars); a deployment without LoRA inputs cannot honour one."""
+    itself goes with the scalars)."""
     if request.lora_task_id is None:
         return []
-    if not contract.declares("lora_task_id"):
-        raise InvalidRequest(
-            "this model's Triton deployment declares no 'lora_task_id' input: it cannot "
-            "apply LoRA adapters",
-            code="lora_not_supported",
-        )
+    # Admitted: pipeline/admission.admit refused an adapter to a deployment without LoRA inputs.
+    assert contract.declares("lora_task_id"), "LoRA adapter to a deployment without LoRA inputs"
     tensors = []
     for name, array in (
         ("lora_weights", request.lora_weights),
@@ -203,11 +195,8 @@ def _image_tensor(
     name: str, array: np.ndarray[Any, Any], contract: ModelContract
 ) -> grpcclient.InferInput:
     spec = contract.inputs.get(name)
-    if spec is None:
-        raise InvalidRequest(
-            f"this model's Triton deployment declares no {name!r} input: it cannot take images",
-            code="images_not_supported",
-        )
+    # Admitted: pipeline/admission.admit refused images to a deployment without this input.
+    assert spec is not None, f"images to a deployment without {name!r}"
     try:
         return _declared_tensor(name, array, contract)
     except ValueError:  # e.g. several images to a v0.19 ensemble declaring [3, -1, -1]

@@ -2,13 +2,18 @@
 
 Every number here comes from NVIDIA's multimodal and Whisper guides for the TensorRT-LLM
 Triton backend (``shared/seeds``), and the engine-build recipes in ``deploy/engines/`` read
-the same numbers, so a recipe's engine always passes this tool's checks.
+the same numbers, so a recipe's engine always passes this tool's checks. What the gateway's
+family states as well (the image tensor it fills, its end and pad ids) is read from that
+family (``gateway/families/``), never copied: the two cannot drift.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
+
+from gateway.families.base import Family
+from gateway.families.registry import SUPPORTED_FAMILIES as GATEWAY_FAMILIES
 
 Layout = Literal["multimodal", "whisper"]
 
@@ -38,10 +43,24 @@ class FamilySpec:
     encoder_decoder: bool = False
     #: ``builder_config.model_type`` values of a matching visual engine
     visual_model_types: tuple[str, ...] = ()
-    #: the ensemble input the gateway fills; NVIDIA's BLS accepts only ``image_input``
-    image_tensor: str | None = None
-    end_id: int | None = None
-    pad_id: int | None = None
+
+    @property
+    def gateway(self) -> type[Family]:
+        """The gateway's family this repository serves (the one source of its facts)."""
+        return GATEWAY_FAMILIES[self.gateway_family]
+
+    @property
+    def image_tensor(self) -> str | None:
+        """The ensemble input the gateway fills; NVIDIA's BLS accepts only ``image_input``."""
+        return self.gateway.image_tensor
+
+    @property
+    def end_id(self) -> int | None:
+        return self.gateway.default_end_id
+
+    @property
+    def pad_id(self) -> int | None:
+        return self.gateway.default_pad_id
 
     def feature_budget(
         self, max_batch_size: int, max_images: int, features: int | None = None
@@ -61,7 +80,6 @@ SUPPORTED_FAMILIES: dict[str, FamilySpec] = {
             gateway_family="llava",
             features_per_image=576,  # LLaVA-1.5: 336 px / patch 14 = 24 x 24
             visual_model_types=("llava",),
-            image_tensor="image_input",
         ),
         FamilySpec(
             name="vila",
@@ -69,7 +87,6 @@ SUPPORTED_FAMILIES: dict[str, FamilySpec] = {
             gateway_family="vila",
             features_per_image=196,
             visual_model_types=("vila",),
-            image_tensor="image_input",
         ),
         FamilySpec(
             name="llava_onevision",
@@ -79,8 +96,6 @@ SUPPORTED_FAMILIES: dict[str, FamilySpec] = {
             # separators. 7300 is the budget NVIDIA's guide builds for max_batch_size 1.
             features_per_image=7300,
             visual_model_types=("llava_onevision",),
-            image_tensor="image_bytes_input",
-            end_id=151645,  # <|im_end|>
         ),
         FamilySpec(
             name="mllama",
@@ -93,9 +108,6 @@ SUPPORTED_FAMILIES: dict[str, FamilySpec] = {
             encoder_features_type="TYPE_BF16",
             encoder_decoder=True,
             visual_model_types=("mllama",),
-            image_tensor="image_bytes_input",
-            end_id=128001,
-            pad_id=128004,
         ),
         FamilySpec(
             name="whisper",

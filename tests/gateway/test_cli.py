@@ -191,3 +191,24 @@ def test_an_llmapi_model_without_a_usable_tokenizer_folder_is_a_configuration_er
     with_folder = model + f'tokenizer = "{empty}"\n'
     err = refused(capsys, "serve", "--config", str(write(tmp_path, with_folder)))
     assert "has no chat template" in err
+
+
+def test_the_gateway_starts_without_loading_the_repository_assembler() -> None:
+    """``server_repo.trtllm`` is loaded by ``mmgw trtllm-repo`` alone, not by ``import
+    gateway.cli`` (every gateway worker's start-up)."""
+    code = "import sys, gateway.cli; print(any(m.startswith('server_repo') for m in sys.modules))"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    assert out.stdout.strip() == "False"
+
+
+def test_trtllm_repo_still_takes_its_own_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["trtllm-repo", "--help"])
+    assert exit_.value.code == 0
+    assert "--backend" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_:
+        main(["serve", "--backend", "llmapi"])  # a trtllm-repo argument is not serve's
+    assert exit_.value.code == 2

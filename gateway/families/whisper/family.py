@@ -99,7 +99,7 @@ class Whisper(Family):
     accepts_audio = True
     completes_text = False  # its input is speech
     supports_extra_id = False
-    required_inputs: ClassVar[tuple[str, ...]] = ()  # two contracts: see ``bind``
+    required_inputs: ClassVar[tuple[str, ...]] = ()  # two contracts: see ``bound``
 
     def __init__(self, options: BaseModel | None = None) -> None:
         if options is not None and not isinstance(options, WhisperOptions):
@@ -107,8 +107,11 @@ class Whisper(Family):
         self.options = options or WhisperOptions()
         self._spec: WhisperSpec | None = None
 
-    def bind(self, declared: frozenset[str], model_name: str) -> None:
-        self._spec = resolve(self.options, declared, model_name)
+    def bound(self, declared: frozenset[str], model_name: str) -> Whisper:
+        """A new Whisper holding the contract this deployment offers (``resolve``)."""
+        bound = Whisper(self.options)
+        bound._spec = resolve(self.options, declared, model_name)
+        return bound
 
     @property
     def spec(self) -> WhisperSpec:
@@ -119,7 +122,7 @@ class Whisper(Family):
     def render(self, conversation: Conversation) -> str:
         return ""  # text parts are not instructions to a speech model; the audio is the input
 
-    def check_conversation(self, conversation: Conversation) -> None:
+    def conversation_rules(self, conversation: Conversation) -> None:
         audios = sum(turn.audios for turn in conversation.turns)
         if conversation.image_count or conversation.video_count:
             return  # the media check refuses those parts by name

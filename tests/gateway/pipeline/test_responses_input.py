@@ -100,3 +100,10 @@ def test_an_empty_input_list_is_refused() -> None:
     with pytest.raises(InvalidRequest) as refused:
         normalise([])
     assert refused.value.param == "input"
+
+
+def test_an_item_type_that_is_not_a_string_is_a_400_not_a_crash() -> None:
+    """The fuzzer's find: ``"type": []`` was looked up in a set (TypeError, a 500)."""
+    with pytest.raises(InvalidRequest) as refused:
+        normalise([{"type": [], "role": "user", "content": "hi"}])
+    assert refused.value.code == "invalid_value"

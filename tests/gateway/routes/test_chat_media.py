@@ -239,3 +239,14 @@ async def test_two_audio_clips_are_too_many(http: httpx.AsyncClient) -> None:
         "this request has 2 audio clips; a chat request to a speech model takes one: it "
         "answers with one transcript, of one clip (its encoder reads that clip's 30 s windows)"
     )
+
+
+async def test_images_to_a_deployment_without_an_image_input_are_refused_before_the_fetch(
+    http: httpx.AsyncClient, fake: FakeTriton
+) -> None:
+    """fake-minimal's Triton model declares no image tensor: its capabilities say so, and the
+    request is refused as such before the URL is looked at (the SSRF guard would refuse it)."""
+    body = ask(image_part("http://169.254.169.254/a.png"), "fake-minimal")
+    error = assert_openai_error(await http.post(URL, json=body), 400, "images_not_supported")
+    assert "cannot take images" in error["message"]
+    await assert_still_serving(http, fake)

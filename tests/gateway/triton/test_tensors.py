@@ -67,16 +67,6 @@ def test_image_tensor_uses_declared_dtype_and_rank() -> None:
     assert inputs["image_input"].datatype() == "FP16"
 
 
-def test_image_for_model_without_image_input_is_a_client_error() -> None:
-    request = GenerationRequest(
-        text_input="x",
-        max_tokens=1,
-        images=("image_bytes_input", np.zeros((1, 1, 4, 4, 3), np.uint8)),
-    )
-    with pytest.raises(InvalidRequest, match="cannot take images"):
-        build_inputs(request, contract())
-
-
 def test_encoder_decoder_prompt_only_when_declared() -> None:
     request = GenerationRequest(text_input="", max_tokens=4, decoder_text_input="<s>")
     assert "decoder_text_input" not in by_name(build_inputs(request, contract()))
@@ -124,12 +114,6 @@ def test_lora_weights_and_config_with_the_first_use_then_the_id_alone() -> None:
     assert sent["lora_config"].shape() == [1, 6, 3] and sent["lora_config"].datatype() == "INT32"
     later = by_name(build_inputs(GenerationRequest("x", 1, lora_task_id=3), lora_contract()))
     assert "lora_task_id" in later and "lora_weights" not in later and "lora_config" not in later
-
-
-def test_lora_on_a_deployment_without_lora_inputs_is_a_client_error() -> None:
-    with pytest.raises(InvalidRequest, match="cannot apply LoRA") as info:
-        build_inputs(GenerationRequest("x", 1, lora_task_id=3), contract())
-    assert info.value.code == "lora_not_supported"
 
 
 def test_fit_rank_adds_and_drops_single_axes_after_the_batch_axis() -> None:
