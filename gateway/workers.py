@@ -53,6 +53,8 @@ log = logging.getLogger(__name__)
 
 SETTINGS_FILE = "MMGW_WORKER_SETTINGS_FILE"
 SOCKET_FD = "MMGW_WORKER_FD"
+# The supervisor's pid: a worker asks to die with it (and exits if it is already gone).
+SUPERVISOR_PID = "MMGW_SUPERVISOR_PID"
 METRICS_DIR = "PROMETHEUS_MULTIPROC_DIR"
 BACKLOG = 2048
 # A worker that lived at least this long was healthy: its replacement starts at once.
@@ -224,7 +226,8 @@ class Supervisor:
             fd = sockets.of(slot).fileno()
             process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "gateway.workers", "--log-level", self.log_level,
-                env={**env, SOCKET_FD: str(fd)}, pass_fds=(fd,), preexec_fn=die_with_parent,
+                env={**env, SOCKET_FD: str(fd), SUPERVISOR_PID: str(os.getpid())},
+                pass_fds=(fd,),  # no preexec_fn: the worker sets its own parent-death signal
             )  # fmt: skip
             self._processes[slot] = process
             code = await process.wait()
@@ -304,6 +307,8 @@ def worker_main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gateway.workers")
     parser.add_argument("--log-level", default="info")
     args = parser.parse_args(argv)
+    if SUPERVISOR_PID in os.environ:
+        die_with_parent(int(os.environ[SUPERVISOR_PID]))
     settings = Settings.model_validate(json.loads(Path(os.environ[SETTINGS_FILE]).read_text()))
     configure_logging(settings.observability.log_format, args.log_level)
     sock = socket.socket(fileno=int(os.environ[SOCKET_FD]))

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import json
 import logging
 import os
 import shutil
@@ -77,11 +78,36 @@ class DiedBeforeReady(UpstreamUnavailable):
         self.why = why
 
 
-def die_with_parent() -> None:
-    """In the child: ask Linux to SIGTERM it if the gateway dies without cleaning up."""
+def die_with_parent(parent_pid: int | None = None) -> None:
+    """In the child: ask Linux to SIGTERM it if the gateway dies without cleaning up (and exit
+    at once if ``parent_pid`` is already gone: the signal would never come)."""
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if parent_pid is not None and os.getppid() != parent_pid:
+            os._exit(1)
+
+
+# The child's first step before it becomes ``tritonserver``: its parent-death signal, then exec
+# with the environment meant for the server. Not a ``preexec_fn``: with one, Python forks
+# instead of vforking, and grpc's fork handlers (the gateway holds gRPC channels) can freeze
+# the forked child on a lock before it reaches exec (seen: a child stuck on a futex with
+# grpc's event_engine threads, and a start-up that never ends). The shim runs in the gateway's
+# own environment (isolated: -I -S); the server's comes as JSON on its command line.
+_SHIM = (
+    "import ctypes, json, os, sys\n"
+    "ctypes.CDLL(None).prctl(1, 15)\n"  # PR_SET_PDEATHSIG, SIGTERM
+    "os.getppid() == int(sys.argv[1]) or os._exit(1)\n"  # the gateway is gone already
+    "os.execvpe(sys.argv[3], sys.argv[3:], json.loads(sys.argv[2]))\n"
+)
+
+
+def dying_with_parent(command: Sequence[str], env: Mapping[str, str]) -> list[str]:
+    """``command`` run with ``env``, through a shim that makes it die with this process."""
+    if not sys.platform.startswith("linux"):
+        return list(command)
+    return [sys.executable, "-I", "-S", "-c", _SHIM, str(os.getpid()), json.dumps(dict(env)),
+            *command]  # fmt: skip
 
 
 @dataclass
@@ -262,13 +288,11 @@ class EmbeddedTriton:
         log.debug("tritonserver grpc %s, shm prefix %s", self.grpc_url, self._tag)
         with output.open("wb") as sink:  # the child keeps its own copy of the descriptor
             self._process = await asyncio.create_subprocess_exec(
-                *self.command(install, backend_dir),
-                env=env,
+                *dying_with_parent(self.command(install, backend_dir), env),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=sink,
                 stderr=asyncio.subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=die_with_parent,
             )
         try:
             await self._wait_ready()

@@ -8,7 +8,7 @@ holds them to it); the worker processes are tested in tests/gateway/media and e2
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -18,30 +18,21 @@ from tests.fakes.app import FakeGateway, http_client
 from tests.fakes.triton import FakeTriton
 from tests.gateway.routes.gateways import Gateways
 
-_WORKERS_ALLOWED: list[bool] = [False]
 
-
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """A test marked ``decode_workers`` (what only a worker process can show: a PDF renderer
-    killed on its time budget) may start the pool, its fixtures included; no other may."""
-    _WORKERS_ALLOWED[0] = item.get_closest_marker("decode_workers") is not None
-
-
-@pytest.fixture(scope="session", autouse=True)
-def no_decode_workers() -> Iterator[None]:
+@pytest.fixture(autouse=True)
+def no_decode_workers(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """Starting the media worker pool in a route test fails it: each worker is a fresh
-    interpreter (about half a second of CPU here), and the routes need none (unless marked
-    ``decode_workers``)."""
-    start = Offloader.start
+    interpreter (about half a second of CPU here), and the routes need none. A test marked
+    ``decode_workers`` (what only a worker process can show: a PDF renderer killed on its
+    time budget) may start it. Patched per test, so tests elsewhere in the same session (the
+    pipeline's, the media's) start their pools as they should."""
+    if request.node.get_closest_marker("decode_workers") is not None:
+        return
 
     async def refused(self: Offloader) -> None:
-        if _WORKERS_ALLOWED[0]:
-            return await start(self)
         raise AssertionError("a route test started decode worker processes; decode in-process")
 
-    Offloader.start = refused  # type: ignore[method-assign]
-    yield
-    Offloader.start = start  # type: ignore[method-assign]
+    monkeypatch.setattr(Offloader, "start", refused)
 
 
 @pytest.fixture(scope="session")
