@@ -17,7 +17,6 @@ import subprocess
 import tempfile
 import uuid
 from pathlib import Path
-from typing import Any
 
 import asyncpg
 
@@ -46,16 +45,20 @@ class PostgresServer:
         self.folder = Path(tempfile.mkdtemp(prefix="mmgw-pg-"))
         self.data = self.folder / "data"
         self.port = free_loopback_port()
-        self._as: dict[str, Any] = {}
+        self._as: list[str] = []
         if os.geteuid() == 0:  # postgres will not run as root
             nobody = pwd.getpwnam("nobody")
             os.chown(self.folder, nobody.pw_uid, nobody.pw_gid)
-            self._as = {"user": nobody.pw_uid, "group": nobody.pw_gid, "extra_groups": []}
+            # Through setpriv, not subprocess's user=/group=: with those Python forks instead of
+            # vforking, and in a test process holding gRPC channels, gRPC's fork handlers can
+            # freeze the child before it execs (a session once hung on such a pg_ctl).
+            self._as = ["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}",
+                        "--clear-groups", "--"]  # fmt: skip
 
     def _run(self, *command: str) -> None:
         subprocess.run(
-            [str(self.binaries / command[0]), *command[1:]], check=True, cwd=self.folder,
-            capture_output=True, timeout=120, env={**os.environ, "LC_ALL": "C"}, **self._as,
+            [*self._as, str(self.binaries / command[0]), *command[1:]], check=True,
+            cwd=self.folder, capture_output=True, timeout=120, env={**os.environ, "LC_ALL": "C"},
         )  # fmt: skip
 
     def init(self) -> None:
