@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,6 +14,20 @@ from tests.postgres import PostgresServer, server_binaries
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 REFERENCE_REPOSITORY = REPO_ROOT / "server_repo" / "reference"
+
+
+def reference_triton(reference_cache: Path, **options: Any) -> EmbeddedTriton:
+    """The wheel's tritonserver over the reference repository, on CPU, its weights and
+    tokenizers in ``reference_cache`` (``options``: ``models``, ``ready_timeout_s``...)."""
+    return EmbeddedTriton(
+        REFERENCE_REPOSITORY,
+        env={
+            "MMGW_REFERENCE_CACHE": str(reference_cache),
+            "MMGW_REFERENCE_DEVICE": "cpu",
+            "MMGW_REFERENCE_TOKENIZERS": str(reference_cache / "tokenizers"),
+        },
+        **options,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -25,14 +40,7 @@ def reference_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 async def embedded_triton(reference_cache: Path) -> AsyncIterator[EmbeddedTriton]:
     """The real tritonserver from the nvidia-pytriton wheel serving the reference models."""
-    server = EmbeddedTriton(
-        REFERENCE_REPOSITORY,
-        env={
-            "MMGW_REFERENCE_CACHE": str(reference_cache),
-            "MMGW_REFERENCE_DEVICE": "cpu",
-            "MMGW_REFERENCE_TOKENIZERS": str(reference_cache / "tokenizers"),
-        },
-    )
+    server = reference_triton(reference_cache)
     await server.start()
     try:
         yield server

@@ -24,7 +24,7 @@ from gateway.triton.embedded import EmbeddedTriton
 from server_repo.reference_kit import ReferenceEngine, load_engine
 from server_repo.reference_kit.llmapi_request import LlmapiRequest
 from server_repo.reference_kit.llmapi_triton import TOKENS_PER_BLOCK
-from tests.conftest import REFERENCE_REPOSITORY
+from tests.conftest import reference_triton
 from tests.server_repo.nvidia_llmapi import NVIDIA_INPUTS, NVIDIA_OUTPUTS
 from tests.server_repo.reference.llmapi_client import MODEL, Answer, ask, data_url, inputs
 from tests.server_repo.samples import rgb_image
@@ -35,16 +35,7 @@ ENDLESS: dict[str, Any] = {"sampling_param_presence_penalty": -10.0}
 
 @pytest.fixture(scope="module")
 async def llmapi_triton(reference_cache: Path) -> AsyncIterator[EmbeddedTriton]:
-    server = EmbeddedTriton(
-        REFERENCE_REPOSITORY,
-        models=[MODEL],
-        ready_timeout_s=300,
-        env={
-            "MMGW_REFERENCE_CACHE": str(reference_cache),
-            "MMGW_REFERENCE_DEVICE": "cpu",
-            "MMGW_REFERENCE_TOKENIZERS": str(reference_cache / "tokenizers"),
-        },
-    )
+    server = reference_triton(reference_cache, models=[MODEL], ready_timeout_s=300)
     await server.start()
     try:
         yield server
