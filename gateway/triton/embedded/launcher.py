@@ -93,21 +93,47 @@ def die_with_parent(parent_pid: int | None = None) -> None:
 # instead of vforking, and grpc's fork handlers (the gateway holds gRPC channels) can freeze
 # the forked child on a lock before it reaches exec (seen: a child stuck on a futex with
 # grpc's event_engine threads, and a start-up that never ends). The shim runs in the gateway's
-# own environment (isolated: -I -S); the server's comes as JSON on its command line.
+# own environment (isolated: -I -S); the server's comes through a pipe, not the command line,
+# which any user of the host can read (the environment may hold API keys).
 _SHIM = (
     "import ctypes, json, os, sys\n"
-    "ctypes.CDLL(None).prctl(1, 15)\n"  # PR_SET_PDEATHSIG, SIGTERM
+    "try:\n"
+    "    ctypes.CDLL(None).prctl(1, 15)\n"  # PR_SET_PDEATHSIG, SIGTERM (Linux)
+    "except AttributeError:\n"
+    "    pass\n"  # elsewhere: the watchdog and the process group are what is left
     "os.getppid() == int(sys.argv[1]) or os._exit(1)\n"  # the gateway is gone already
-    "os.execvpe(sys.argv[3], sys.argv[3:], json.loads(sys.argv[2]))\n"
+    "env = json.load(os.fdopen(int(sys.argv[2])))\n"
+    "os.execvpe(sys.argv[3], sys.argv[3:], env)\n"
 )
 
 
-def dying_with_parent(command: Sequence[str], env: Mapping[str, str]) -> list[str]:
-    """``command`` run with ``env``, through a shim that makes it die with this process."""
-    if not sys.platform.startswith("linux"):
-        return list(command)
-    return [sys.executable, "-I", "-S", "-c", _SHIM, str(os.getpid()), json.dumps(dict(env)),
-            *command]  # fmt: skip
+@dataclass
+class ParentBound:
+    """A command that dies with this process, and the environment it will run with: start
+    ``argv`` with ``pass_fds``, then ``hand_over()`` the environment."""
+
+    argv: list[str]
+    pass_fds: tuple[int, ...]
+    _env: bytes
+    _write: int
+
+    @classmethod
+    def of(cls, command: Sequence[str], env: Mapping[str, str]) -> ParentBound:
+        read, write = os.pipe()
+        shim = [sys.executable, "-I", "-S", "-c", _SHIM, str(os.getpid()), str(read)]
+        return cls([*shim, *command], (read,), json.dumps(dict(env)).encode(), write)
+
+    def hand_over(self) -> None:
+        """Write the environment to the started shim (it execs once it has read it all)."""
+        os.close(self.pass_fds[0])  # the child has its own copy
+        with contextlib.suppress(BrokenPipeError), os.fdopen(self._write, "wb") as pipe:
+            pipe.write(self._env)
+
+    def abandon(self) -> None:
+        """The child never started: close both ends."""
+        for fd in (*self.pass_fds, self._write):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 @dataclass
@@ -286,14 +312,21 @@ class EmbeddedTriton:
             output,
         )
         log.debug("tritonserver grpc %s, shm prefix %s", self.grpc_url, self._tag)
+        bound = ParentBound.of(self.command(install, backend_dir), env)
         with output.open("wb") as sink:  # the child keeps its own copy of the descriptor
-            self._process = await asyncio.create_subprocess_exec(
-                *dying_with_parent(self.command(install, backend_dir), env),
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=sink,
-                stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,
-            )
+            try:
+                self._process = await asyncio.create_subprocess_exec(
+                    *bound.argv,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=sink,
+                    stderr=asyncio.subprocess.STDOUT,
+                    start_new_session=True,
+                    pass_fds=bound.pass_fds,
+                )
+            except BaseException:
+                bound.abandon()
+                raise
+        bound.hand_over()
         try:
             await self._wait_ready()
         except BaseException as exc:

@@ -12,16 +12,19 @@ import time
 
 import pytest
 
-from gateway.triton.embedded.launcher import dying_with_parent
+from gateway.triton.embedded.launcher import ParentBound
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux's")
 
 PARENT = textwrap.dedent(
     """
     import subprocess, sys
-    from gateway.triton.embedded.launcher import dying_with_parent
-    command = dying_with_parent(["sh", "-c", "echo $GREETING; exec sleep 60"], {"GREETING": "hi"})
-    child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    from gateway.triton.embedded.launcher import ParentBound
+    bound = ParentBound.of(["sh", "-c", "echo $GREETING; exec sleep 60"], {"GREETING": "hi"})
+    child = subprocess.Popen(
+        bound.argv, stdout=subprocess.PIPE, text=True, pass_fds=bound.pass_fds
+    )
+    bound.hand_over()
     print(child.pid, child.stdout.readline().strip(), flush=True)
     child.wait()
     """
@@ -55,8 +58,22 @@ def test_the_child_gets_its_own_environment_and_dies_with_a_killed_parent() -> N
 
 def test_the_shim_becomes_the_server_so_its_pid_is_the_servers() -> None:
     """The launcher watches and kills the pid it started: the shim must exec, not fork."""
-    child = subprocess.Popen(
-        dying_with_parent(["sh", "-c", "echo $$"], {}), stdout=subprocess.PIPE, text=True
-    )
+    bound = ParentBound.of(["sh", "-c", "echo $$"], {})
+    child = subprocess.Popen(bound.argv, stdout=subprocess.PIPE, text=True, pass_fds=bound.pass_fds)
+    bound.hand_over()
     out, _ = child.communicate(timeout=30)
     assert int(out) == child.pid
+
+
+def test_the_servers_environment_is_not_on_any_command_line() -> None:
+    """A host's other users can read every process's command line; the gateway's environment
+    (API keys) goes through the pipe."""
+    bound = ParentBound.of(
+        ["sh", "-c", "echo $SECRET"],
+        {"SECRET": "sk-not-for-ps"},
+    )
+    assert not any("sk-not-for-ps" in part for part in bound.argv)
+    child = subprocess.Popen(bound.argv, stdout=subprocess.PIPE, text=True, pass_fds=bound.pass_fds)
+    bound.hand_over()
+    out, _ = child.communicate(timeout=30)
+    assert out.strip() == "sk-not-for-ps"
