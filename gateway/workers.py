@@ -47,7 +47,8 @@ from pathlib import Path
 from gateway.config import Settings
 from gateway.errors import UpstreamUnavailable
 from gateway.server.ready import address_url, ready_line
-from gateway.triton.embedded.launcher import backoff, die_with_parent
+from gateway.triton.embedded.launcher import backoff
+from gateway.triton.embedded.spawn import die_with_parent
 
 log = logging.getLogger(__name__)
 

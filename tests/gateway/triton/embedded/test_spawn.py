@@ -12,14 +12,14 @@ import time
 
 import pytest
 
-from gateway.triton.embedded.launcher import ParentBound
+from gateway.triton.embedded.spawn import ParentBound
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux's")
 
 PARENT = textwrap.dedent(
     """
     import subprocess, sys
-    from gateway.triton.embedded.launcher import ParentBound
+    from gateway.triton.embedded.spawn import ParentBound
     bound = ParentBound.of(["sh", "-c", "echo $GREETING; exec sleep 60"], {"GREETING": "hi"})
     child = subprocess.Popen(
         bound.argv, stdout=subprocess.PIPE, text=True, pass_fds=bound.pass_fds
