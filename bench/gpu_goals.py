@@ -49,7 +49,7 @@ from bench import overhead, report
 from bench.pool import WorkerPool
 from bench.procs import pin_self, raise_fd_limit, say
 from bench.scale import per_core
-from bench.stack import REPO_ROOT, start_gateway, start_triton
+from bench.stack import REPO_ROOT, start_floor, start_gateway, start_triton
 
 if TYPE_CHECKING:
     from bench.procs import Service
@@ -73,6 +73,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--diagnosis-only", action="store_true", help="only the image job, traces and profile")
     add("--trace-requests", type=int, default=20, help="traced requests per JPEG side")
     add("--profile-s", type=float, default=8.0, help="seconds of py-spy under flood")
+    add("--no-floor", dest="floor", action="store_false",
+        help="leave out the floor relay (bench/floor.py) in the flood runs")  # fmt: skip
 
 
 def _options(args: argparse.Namespace, out: Path, **fields: object) -> overhead.Options:
@@ -112,6 +114,8 @@ async def run(args: argparse.Namespace) -> int:
     triton = await start_triton()
     pool = WorkerPool(args.workers)
     gateways: dict[str, Service] = {}
+    floor: Service | None = None
+    floors: list[list[report.Measurement]] = []
     floods: dict[str, list[list[report.Measurement]]] = {c: [] for c in clients}
     paced: dict[str, list[report.Measurement]] = {}
     image_rows: dict[str, list[report.Measurement]] = {}
@@ -120,11 +124,18 @@ async def run(args: argparse.Namespace) -> int:
             (out / client).mkdir(exist_ok=True)
             with _stream_client(client):
                 gateways[client] = start_gateway(triton, out / client, gateway_cpus, workers=count)
+        if args.floor:  # the stack's own cost per token, on the same cores (bench/floor.py)
+            floor = start_floor(triton, out, gateway_cpus, workers=count)
         for index in range(args.runs):  # interleaved, so drift hits every client alike
             for client, gateway in gateways.items():
                 say(f"flood run {index + 1} of {args.runs}, stream client {client}")
                 floods[client].append(await overhead.measure_all(
                     _options(args, out), triton, {"gateway": gateway}, pool))  # fmt: skip
+            if floor is not None:
+                say(f"flood run {index + 1} of {args.runs}, the floor relay")
+                floors.append(await overhead.measure_all(
+                    _options(args, out, modes=("triton_http", "floor")), triton,
+                    {"gateway": floor, "floor": floor}, pool))  # fmt: skip
         paced_opts = _options(args, out, concurrency=(64,), modes=("grpc", "gateway"),
                               profiles=("paced",))  # fmt: skip
         image_opts = _options(
@@ -138,18 +149,21 @@ async def run(args: argparse.Namespace) -> int:
             image_rows[client] = await overhead.measure_all(image_opts, triton, proxies, pool)
     finally:
         pool.close()
-        for gateway in gateways.values():
-            gateway.stop()
+        for service in [*gateways.values(), *([floor] if floor else [])]:
+            service.stop()
         await triton.stop()
     info["loadavg_end"] = overhead.loadavg_line()
     info["gateway"] = f"{count} workers on CPUs {sorted(gateway_cpus or [])}"
     info["wall_s"] = round(time.monotonic() - started, 1)
     tables = {c: goals_table(floods[c], paced[c], image_rows[c]) for c in clients}
     text = "\n\n".join(f"upstream.stream_client = {c}:\n\n{t}" for c, t in tables.items())
+    if floors:
+        text += "\n\n" + floor_table(floors)
     rows: list[dict[str, object]] = []
     for c in clients:
         measured = [r for run_rows in floods[c] for r in run_rows] + paced[c] + image_rows[c]
         rows += [{**asdict(r), "stream_client": c} for r in measured]
+    rows += [{**asdict(r), "stream_client": "grpcio"} for run_rows in floors for r in run_rows]
     dump = {"machine": info, "rows": rows, "goals": text}
     (out / "results.json").write_text(json.dumps(dump, indent=1))
     (out / "goals.md").write_text(text + "\n")
@@ -210,14 +224,16 @@ async def _traced_and_profiled(
     count, client = args.gateway_workers, os.environ.get(_STREAM_CLIENT_ENV, "grpcio")
     cpus = ",".join(str(c) for c in gateway_cpus)
     sections = []
-    for side in images if args.trace_requests else ():
-        say(f"diagnosis: {args.trace_requests} traced {side} px requests ({client})")
+    # A text request first (side 0): what every request pays before the image's own work.
+    for side in (0, *images) if args.trace_requests else ():
+        what = f"{side} px" if side else "text-only"
+        say(f"diagnosis: {args.trace_requests} traced {what} requests ({client})")
         trace_args = argparse.Namespace(
             image=side, requests=args.trace_requests, concurrency=1, tokens=16,
             gateway_cpu=cpus, gateway_workers=count, out=out / f"trace-{side}",
         )  # fmt: skip
         sections.append(
-            f"### Traced {side} px requests, stream client {client} ({count} workers on CPUs "
+            f"### Traced {what} requests, stream client {client} ({count} workers on CPUs "
             f"{cpus}; ms)\n\n" + await _or_why(trace.traced(trace_args), "pip install '.[otel]'")
         )
     if args.profile_s > 0:
@@ -272,21 +288,45 @@ def _verdict(met: bool) -> str:
     return "met" if met else "NOT met"
 
 
+def _flood_figures(
+    floods: list[list[report.Measurement]], mode: str
+) -> tuple[list[float], list[float]]:
+    """Per flood run: ``mode``'s tokens per second over generate_stream's, and its tokens
+    per CPU-second."""
+    ratios, per_cpu = [], []
+    for rows in floods:
+        by_mode = {r.mode: r for r in rows}
+        relay, native = by_mode.get(mode), by_mode.get("triton_http")
+        if relay is not None and native is not None and native.tps:
+            ratios.append(relay.tps / native.tps)
+        core = per_core(relay) if relay is not None else None
+        if core:
+            per_cpu.append(core)
+    return ratios, per_cpu
+
+
+def floor_table(floors: list[list[report.Measurement]]) -> str:
+    """What the stack alone reaches on the same cores (bench/floor.py): the ceiling any
+    relay written on it meets, whatever its own code costs."""
+    ratios, per_cpu = _flood_figures(floors, "floor")
+    return "\n".join([
+        "The floor relay (`bench/floor.py`: uvicorn + grpc.aio + one write per token, no gateway"
+        " code), same workers and cores, grpcio:",
+        "",
+        "| measure | min / median / max |",
+        "|---|---|",
+        f"| floor / generate_stream, flood ({len(ratios)} runs) | {_spread(ratios)} |",
+        f"| relayed tokens per CPU-second | {_spread([c / 1000 for c in per_cpu])} k |",
+    ])  # fmt: skip
+
+
 def goals_table(
     floods: list[list[report.Measurement]],
     paced: list[report.Measurement],
     images: list[report.Measurement],
 ) -> str:
     """The issue's goals against what this run measured, one line each."""
-    ratios, per_cpu = [], []
-    for rows in floods:
-        by_mode = {r.mode: r for r in rows}
-        gateway, native = by_mode.get("gateway"), by_mode.get("triton_http")
-        if gateway is not None and native is not None and native.tps:
-            ratios.append(gateway.tps / native.tps)
-        core = per_core(gateway) if gateway is not None else None
-        if core:
-            per_cpu.append(core)
+    ratios, per_cpu = _flood_figures(floods, "gateway")
     lines = [
         "| goal | target | measured | verdict |",
         "|---|---|---|---|",

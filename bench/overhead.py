@@ -39,6 +39,7 @@ from bench.stack import (
     REPO_ROOT,
     SERVED_ID,
     set_token_interval,
+    start_floor,
     start_gateway,
     start_triton,
 )
@@ -162,7 +163,12 @@ def machine() -> dict[str, object]:
     }
 
 
-def targets(triton: EmbeddedTriton, gateway: Service, litellm: Service | None) -> dict[str, Target]:
+def targets(
+    triton: EmbeddedTriton,
+    gateway: Service,
+    litellm: Service | None,
+    floor: Service | None = None,
+) -> dict[str, Target]:
     found = {
         "grpc": Target("grpc", triton.grpc_port, BENCH_MODEL),
         "gateway": Target(
@@ -175,6 +181,8 @@ def targets(triton: EmbeddedTriton, gateway: Service, litellm: Service | None) -
             f"/v2/models/{BENCH_MODEL}/generate_stream",
         ),
     }
+    if floor is not None:  # chat-shaped like the gateway: the load generator's chat user
+        found["floor"] = Target("floor", floor.port, SERVED_ID, "/v1/chat/completions")
     if litellm is not None:
         found["litellm"] = Target(
             "litellm", litellm.port, SERVED_ID, "/v1/chat/completions", (AUTH_HEADER,)
@@ -201,7 +209,7 @@ async def measure_all(
 ) -> list[report.Measurement]:
     """Every profile x concurrency x path, in that nesting, one phase each; then the image
     profiles (paced) for (a) and (b)."""
-    available = targets(triton, proxies["gateway"], proxies.get("litellm"))
+    available = targets(triton, proxies["gateway"], proxies.get("litellm"), proxies.get("floor"))
     sample = sampler(triton, proxies)
     rows: list[report.Measurement] = []
     profiles: list[tuple[str, ImageLoad | None]] = [(p, None) for p in opts.profiles]
@@ -286,6 +294,11 @@ async def run(opts: Options) -> int:
             triton, opts.out, opts.gateway_cpus, source=opts.gateway_source,
             workers=opts.gateway_workers,
         )  # fmt: skip
+        if "floor" in opts.modes:
+            say("starting the floor relay (same CPU) ...")
+            proxies["floor"] = start_floor(
+                triton, opts.out, opts.gateway_cpus, workers=opts.gateway_workers
+            )
         if "litellm" in opts.modes:
             say("starting LiteLLM (same CPU) ...")
             proxies["litellm"] = start_litellm(triton.http_url, opts.out, opts.gateway_cpus)

@@ -14,17 +14,18 @@ import numpy as np
 
 from bench.loadgen import PhaseResult
 
-MODES = ("grpc", "gateway", "triton_http", "litellm")
+MODES = ("grpc", "gateway", "triton_http", "litellm", "floor")
 IMAGE_MODES = ("grpc", "gateway")  # the paths a 1-image request is measured on
 # Added TTFT p50 allowed a 1-image request over direct gRPC, by JPEG side (issue 17).
 IMAGE_GOALS_MS = {336: 3.0, 1024: 8.0}
 COLORS = {"grpc": "tab:blue", "gateway": "tab:orange", "triton_http": "tab:green",
-          "litellm": "tab:red"}  # fmt: skip
+          "litellm": "tab:red", "floor": "tab:gray"}  # fmt: skip
 LABELS = {
     "grpc": "(a) direct gRPC",
     "gateway": "(b) gateway SSE",
     "triton_http": "(c) Triton generate_stream",
     "litellm": "(d) LiteLLM",
+    "floor": "(e) the stack's floor (bench/floor.py)",
 }
 
 

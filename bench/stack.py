@@ -82,6 +82,20 @@ end_id = "server"
 """
 
 
+def start_floor(
+    triton: EmbeddedTriton, workdir: Path, cpus: set[int] | None, workers: int = 1
+) -> Service:
+    """``bench/floor.py`` (the stack's own cost per token, nothing of the gateway's) with
+    ``workers`` processes, pinned to ``cpus`` as the gateway is."""
+    port = free_port()
+    command = [sys.executable, "-m", "bench.floor", "--port", str(port),
+               "--triton", triton.grpc_url, "--model", BENCH_MODEL,
+               "--workers", str(workers)]  # fmt: skip
+    service = start_service("floor", command, port, workdir.resolve() / "floor.log", cpus)
+    wait_for_http(service, ["/health"], timeout_s=60)
+    return service
+
+
 def start_gateway(
     triton: EmbeddedTriton,
     workdir: Path,
