@@ -2,7 +2,7 @@
 
 Made for the 16-core GPU host and a short device budget: one Triton (the load fixture, several
 instances), one ``mmgw serve --workers N`` per ``--stream-clients`` value (``upstream.
-stream_client``: grpcio and h2 by default), all pinned to the N highest cores (the idle one
+stream_client``: grpcio and auto by default), all pinned to the N highest cores (the idle one
 costs nothing), everything else on the rest, and then, on that stack, for each gateway:
 
 1. ``bench scale``'s point: flood, 128 streams, the gateway against Triton's own
@@ -68,7 +68,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--workers", type=int, default=6, help="load-generator processes")
     add("--triton-instances", type=int, default=6, help="fixture instances")
     add("--out", type=Path, help="result folder (default build/bench/gpu-goals-<time>)")
-    add("--stream-clients", default="grpcio,h2", help="upstream.stream_client values, side by side")
+    add("--stream-clients", default="grpcio,auto",
+        help="upstream.stream_client values (grpcio, h2, auto), side by side")  # fmt: skip
     add("--no-diagnosis", action="store_true", help="skip the image job, traces and profile")
     add("--diagnosis-only", action="store_true", help="only the image job, traces and profile")
     add("--trace-requests", type=int, default=20, help="traced requests per JPEG side")
@@ -98,9 +99,13 @@ async def run(args: argparse.Namespace) -> int:
     gateway_cpus = set(cores[-count:]) if count < len(cores) else None
     others = set(cores[:-count]) if gateway_cpus else None
     clients = [c for c in args.stream_clients.split(",") if c]
-    if "h2" in clients and importlib.util.find_spec("grpclib") is None:
-        say("grpclib is not installed: the h2 stream client is left out (pip install grpclib)")
-        clients.remove("h2")
+    if importlib.util.find_spec("grpclib") is None:
+        for client in {"h2", "auto"} & set(clients):
+            say(
+                f"grpclib is not installed: stream client {client} is left out "
+                "(pip install grpclib)"
+            )
+            clients.remove(client)
     info = overhead.machine()
     say(f"machine: {info['nproc']} x {info['cpu_model']}, load {info['loadavg_start']}")
     images = tuple(int(side) for side in args.images.split(",") if side)

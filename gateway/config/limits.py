@@ -212,12 +212,13 @@ class UpstreamSettings(Strict):
         "--grpc-http2-min-recv-ping-interval-without-data-ms (300 s by default), or Triton "
         "answers pings during a long prefill with GOAWAY",
     )
-    stream_client: Literal["grpcio", "h2"] = Field(
+    stream_client: Literal["grpcio", "h2", "auto"] = Field(
         "grpcio",
         description="what reads the token streams: grpcio (grpc.aio: Triton's socket read in a "
-        "poller thread, each response handed to the event loop) or h2 (grpclib: HTTP/2 parsed "
+        "poller thread, each response handed to the event loop), h2 (grpclib: HTTP/2 parsed "
         "on the event loop itself; less CPU per token on a saturated core, later first tokens "
-        "under flood, a little more to send a large image tensor)",
+        "under flood, a little more to send a large image tensor) or auto (h2, except for "
+        "requests carrying over 64 KiB of tensors: images, audio features)",
     )
     ready_check_interval_s: float = Field(
         1.0, gt=0, description="how often each Triton's readiness is probed"

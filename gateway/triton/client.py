@@ -14,7 +14,10 @@ completion queue to send one message and half-close. The request itself is still
 tritonclient, and the unary calls (health, model config) still use its client.
 
 With ``upstream.stream_client = "h2"`` the token streams go over grpclib instead, read on the
-event loop without grpc's poller thread (``h2streams.py``); the rest stays on grpc.aio.
+event loop without grpc's poller thread (``h2streams.py``); the rest stays on grpc.aio. With
+``"auto"`` a stream goes over grpclib unless its request carries a large tensor (an image's
+pixels, audio features: grpclib frames what it sends in Python, grpcio in C), so token-heavy
+text traffic gets grpclib's cheaper receive and media requests keep grpcio's cheaper send.
 """
 
 from __future__ import annotations
@@ -49,6 +52,9 @@ _CLIENT_FAULT = re.compile(
 _NOT_READY = ("unavailable", "not ready", "not at ready state", "is not found or not ready")
 _UNAVAILABLE = "the inference server is unavailable; retry shortly"
 _STREAM_METHOD = "/inference.GRPCInferenceService/ModelStreamInfer"
+# "auto": a request whose tensors hold more bytes than this goes over grpcio. A 336 px
+# LLaVA image is 677 kB of fp16; a text request's inputs are well under 1 kB.
+H2_MAX_REQUEST_BYTES = 64 * 1024
 # As tritonclient's channel: messages up to 2 GiB (images and features travel inline).
 _CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", 2**31 - 1),
@@ -84,12 +90,15 @@ def failure_of(message: str | None) -> GatewayError:
 
 class TritonClient:
     """One gRPC channel to one Triton, shared by every request to it. ``stream_client``
-    "h2" reads the token streams with grpclib on the event loop (``h2streams.py``)."""
+    "h2" reads the token streams with grpclib on the event loop (``h2streams.py``); "auto"
+    does so for requests without a large tensor."""
 
     def __init__(self, url: str, keepalive_s: float = 0.0, stream_client: str = "grpcio") -> None:
         self.url = url
         self._h2: H2Streams | None = None
-        if stream_client == "h2":  # grpclib is imported only where it is used
+        # The largest request (tensor bytes) sent over grpclib; larger ones go over grpcio.
+        self._h2_max_bytes = H2_MAX_REQUEST_BYTES if stream_client == "auto" else None
+        if stream_client in ("h2", "auto"):  # grpclib is imported only where it is used
             from gateway.triton.h2streams import H2Streams
 
             self._h2 = H2Streams(url, keepalive_s)
@@ -152,9 +161,20 @@ class TritonClient:
         """The raw responses of one request until its final one; cancels the call if left
         early. ``outputs`` names the outputs to ask for (default: all the model declares);
         ``route`` is for replica sets (one server has nowhere else to send it)."""
-        if self._h2 is not None:
+        if self._h2 is not None and self._takes_h2(inputs):
             return self._h2_stream(self._h2, model_name, inputs, request_id, outputs)
         return self._grpcio_stream(model_name, inputs, request_id, outputs)
+
+    def _takes_h2(self, inputs: Sequence[grpcclient.InferInput]) -> bool:
+        limit = self._h2_max_bytes
+        if limit is None:
+            return True
+        size = 0
+        for tensor in inputs:
+            size += len(getattr(tensor, "_raw_content", None) or b"")
+            if size > limit:
+                return False
+        return True
 
     async def _grpcio_stream(
         self,

@@ -1,5 +1,6 @@
 """``upstream.stream_client = "h2"``: the token streams read by grpclib on the event loop give
-the same answers as grpc.aio's, and a client that leaves still cancels generation in Triton.
+the same answers as grpc.aio's, and a client that leaves still cancels generation in Triton;
+``"auto"`` (grpclib for text, grpc.aio for requests with a large tensor) answers both alike.
 
 A second gateway with only the LLaVA reference model, in front of the session's Triton.
 """
@@ -24,12 +25,22 @@ from tests.live_gateway import serving
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(scope="module")
-async def h2_gateway_url(embedded_triton: EmbeddedTriton) -> AsyncIterator[str]:
+def _llava_gateway(embedded_triton: EmbeddedTriton, stream_client: str) -> AsyncIterator[str]:
     settings = e2e_settings(embedded_triton)
     llava = [model for model in settings.models if model.id == "reference-llava"]
-    upstream = settings.upstream.model_copy(update={"stream_client": "h2"})
-    async with serving(settings.model_copy(update={"models": llava, "upstream": upstream})) as url:
+    upstream = settings.upstream.model_copy(update={"stream_client": stream_client})
+    return serving(settings.model_copy(update={"models": llava, "upstream": upstream}))
+
+
+@pytest.fixture(scope="module")
+async def h2_gateway_url(embedded_triton: EmbeddedTriton) -> AsyncIterator[str]:
+    async with _llava_gateway(embedded_triton, "h2") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+async def auto_gateway_url(embedded_triton: EmbeddedTriton) -> AsyncIterator[str]:
+    async with _llava_gateway(embedded_triton, "auto") as url:
         yield url
 
 
@@ -87,3 +98,17 @@ async def test_closing_a_stream_read_over_h2_cancels_generation(
             if chunks >= 3:
                 break
     await assert_generation_stops(embedded_triton, before)
+
+
+async def test_auto_answers_text_and_images_as_grpcio_does(
+    auto_gateway_url: str, gateway_url: str
+) -> None:
+    text = {"model": "reference-llava", "max_tokens": 16, "temperature": 0,
+            "messages": [{"role": "user", "content": "Say something."}]}  # fmt: skip
+    content = [{"type": "text", "text": "What is this?"},
+               {"type": "image_url", "image_url": {"url": photo_url(336)}}]  # fmt: skip
+    image = text | {"messages": [{"role": "user", "content": content}]}
+    for body in (text, image):  # over grpclib, then over grpc.aio (a 677 kB tensor)
+        over_auto = await streamed_text(auto_gateway_url, body)
+        assert over_auto
+        assert over_auto == await streamed_text(gateway_url, body)

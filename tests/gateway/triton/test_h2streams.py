@@ -12,7 +12,7 @@ from grpclib.const import Status
 from grpclib.exceptions import GRPCError, StreamTerminatedError
 
 from gateway.errors import InvalidRequest, UpstreamFailed, UpstreamUnavailable
-from gateway.triton.client import TritonClient, failure_of
+from gateway.triton.client import H2_MAX_REQUEST_BYTES, TritonClient, failure_of
 from gateway.triton.h2streams import H2Streams
 
 
@@ -55,3 +55,27 @@ async def test_a_triton_that_is_not_listening_is_unavailable() -> None:
                 pass
     finally:
         await client.close()
+
+
+def _tensor(name: str, array: np.ndarray) -> grpcclient.InferInput:
+    tensor = grpcclient.InferInput(name, list(array.shape), "FP16")
+    tensor.set_data_from_numpy(array)
+    return tensor
+
+
+async def test_auto_sends_requests_with_a_large_tensor_over_grpcio() -> None:
+    text = grpcclient.InferInput("text_input", [1, 1], "BYTES")
+    text.set_data_from_numpy(np.array([[b"hi"]], dtype=np.object_))
+    image = _tensor("image_input", np.zeros((1, 1, 3, 336, 336), np.float16))  # 677 kB
+    small = _tensor("x", np.zeros(H2_MAX_REQUEST_BYTES // 2 - 8, np.float16))  # near the limit
+    auto = TritonClient("127.0.0.1:1", stream_client="auto")
+    h2 = TritonClient("127.0.0.1:1", stream_client="h2")
+    grpcio = TritonClient("127.0.0.1:1")
+    try:
+        assert auto._takes_h2([text]) and auto._takes_h2([text, small])
+        assert not auto._takes_h2([text, image])
+        assert h2._takes_h2([text, image])  # "h2": every stream, whatever it carries
+        assert grpcio._h2 is None
+    finally:
+        for client in (auto, h2, grpcio):
+            await client.close()
