@@ -229,13 +229,16 @@ async def _traced_and_profiled(
     count, client = args.gateway_workers, os.environ.get(_STREAM_CLIENT_ENV, "grpcio")
     cpus = ",".join(str(c) for c in gateway_cpus)
     sections = []
-    # A text request first (side 0): what every request pays before the image's own work.
-    for side in (0, *images) if args.trace_requests else ():
-        what = f"{side} px" if side else "text-only"
-        say(f"diagnosis: {args.trace_requests} traced {what} requests ({client})")
+    # A text request first (side 0): what every request pays before the image's own work;
+    # then text under the paced goal's load (64 streams), where the added TTFT goal is set.
+    runs = [(side, 1, args.trace_requests) for side in (0, *images)]
+    runs.append((0, 64, 3 * 64))
+    for side, streams, requests in runs if args.trace_requests else ():
+        what = (f"{side} px" if side else "text-only") + f", {streams} stream(s)"
+        say(f"diagnosis: {requests} traced {what} requests ({client})")
         trace_args = argparse.Namespace(
-            image=side, requests=args.trace_requests, concurrency=1, tokens=16,
-            gateway_cpu=cpus, gateway_workers=count, out=out / f"trace-{side}",
+            image=side, requests=requests, concurrency=streams, tokens=16,
+            gateway_cpu=cpus, gateway_workers=count, out=out / f"trace-{side}-{streams}",
         )  # fmt: skip
         sections.append(
             f"### Traced {what} requests, stream client {client} ({count} workers on CPUs "

@@ -160,14 +160,23 @@ class ClientTimes:
 
 
 async def _send(
-    port: int, body: bytes, count: int, concurrency: int, times: ClientTimes, prefix: str
+    port: int,
+    body: bytes,
+    count: int,
+    concurrency: int,
+    times: ClientTimes,
+    prefix: str,
+    stagger_s: float = 0.0,
 ) -> None:
     """``count`` requests, ``concurrency`` at a time, each user on its own keep-alive
     connection, with the load generator's own client (so its clock readings are the
     bench's TTFT); each request carries its id, to join the gateway's spans."""
     numbers = iter(range(count))
 
-    async def user() -> None:
+    async def user(index: int) -> None:
+        # Paced requests last tokens x 30 ms: spread the users' starts over one request, so
+        # arrivals are steady rather than lock-step bursts (as the load generator does).
+        await asyncio.sleep(index * stagger_s / concurrency)
         client = HttpStreamClient("127.0.0.1", port, dict([AUTH_HEADER]))
         try:
             for number in numbers:
@@ -181,7 +190,7 @@ async def _send(
         finally:
             await client.close()
 
-    await asyncio.gather(*(user() for _ in range(concurrency)))
+    await asyncio.gather(*(user(index) for index in range(concurrency)))
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -213,7 +222,10 @@ async def traced(args: argparse.Namespace) -> str:
         payload = json.dumps(_body(args.image, args.tokens)).encode()
         try:
             await _send(gateway.port, payload, WARM_UPS, 1, ClientTimes(), "warm")
-            await _send(gateway.port, payload, args.requests, args.concurrency, times, "bench")
+            stagger = args.tokens * 0.03  # one request's length at the fixture's pace
+            await _send(
+                gateway.port, payload, args.requests, args.concurrency, times, "bench", stagger
+            )
         finally:
             gateway.stop()  # SIGTERM: the gateway drains and flushes its last spans
     finally:
