@@ -11,13 +11,12 @@ through its own module, lets ``pipeline.generation.draft`` pick the inputs and
 from __future__ import annotations
 
 from collections.abc import Sequence
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 from PIL import Image
 
-from gateway.config import ServedModel
+from gateway.config import GenerationPolicy, GenerationSettings, ServedModel
 from gateway.families.base import Conversation, Turn
 from gateway.families.calls import GenerationRequest
 from gateway.families.registry import get_family
@@ -114,11 +113,11 @@ def generation(
         sizes = (family.image_sizes_tensor, array) if array is not None else None
         media = PreparedMedia((family.image_tensor, tensor), extra_id, len(images), sizes)
     request = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "x"}])
-    runtime = SimpleNamespace(settings=SimpleNamespace(generation=SimpleNamespace(max_tokens=64)))
+    served.use_policy(GenerationPolicy.of(config, GenerationSettings(max_tokens=64)))
     text = family.render(chat)
     stops = tuple(family.stop_strings)
     requested = (request.requested_max_tokens, "max_tokens")
-    return draft(request, served, runtime, True, text, requested, media, stops)  # type: ignore[arg-type]
+    return draft(request, served, True, text, requested, media, stops)
 
 
 def sent(
