@@ -1,5 +1,6 @@
-"""gateway/'s rooms import downwards only: the import-linter contract in pyproject.toml holds,
-and it really catches an import that runs back up (checked on a copy with one reversed)."""
+"""gateway/'s rooms import downwards only, and the pipeline never imports the runtime: the
+import-linter contracts in pyproject.toml hold, and they really catch an import that runs back
+up or a pipeline module that takes the runtime (checked on a copy with one such import)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
 def test_the_layers_hold() -> None:
     result = lint_imports(REPO)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "1 kept, 0 broken" in result.stdout
+    assert "2 kept, 0 broken" in result.stdout
 
 
 def test_an_import_that_runs_back_up_is_refused(tmp_path: Path) -> None:
@@ -36,3 +37,16 @@ def test_an_import_that_runs_back_up_is_refused(tmp_path: Path) -> None:
     result = lint_imports(tmp_path)
     assert result.returncode != 0
     assert "gateway.media is not allowed to import gateway.routes" in result.stdout
+
+
+def test_the_pipeline_may_not_take_the_whole_runtime(tmp_path: Path) -> None:
+    """The pipeline sits above ``runtime`` in the layers, so only the forbidden contract
+    keeps it on its narrow services (``services.py``, a served model's policy)."""
+    shutil.copytree(REPO / "gateway", tmp_path / "gateway")
+    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
+    lora = tmp_path / "gateway" / "pipeline" / "lora.py"
+    lora.write_text(lora.read_text() + "\nimport gateway.runtime  # noqa\n")
+    result = lint_imports(tmp_path)
+    assert result.returncode != 0
+    assert "the pipeline takes narrow services, never the whole runtime BROKEN" in result.stdout
+    assert "gateway.pipeline.lora -> gateway.runtime" in result.stdout
