@@ -214,7 +214,7 @@ async def build_runtime(
         client = clients[url]
         # No family: NVIDIA's llmapi model (checked when its contract is read).
         family = get_family(served.family, served.family_options) if served.family else Llmapi()
-        family.engine_images(served.max_images)
+        family = family.engine_images(served.max_images)  # a configured copy, if it differs
         if served.lora and not family.supports_lora:
             raise ValueError(f"model {served.id!r}: family {family.name!r} takes no LoRA adapters")
         remember = not isinstance(client, ReplicaSet)

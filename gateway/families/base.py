@@ -176,9 +176,12 @@ class Family:
         """The ``text_input`` for this conversation."""
         raise NotImplementedError
 
-    def engine_images(self, max_images: int | None) -> None:
-        """Called once with the served model's ``max_images`` (the deployment's
-        ``max_num_images``), for families whose server-side prompt depends on it."""
+    def engine_images(self, max_images: int | None) -> Family:
+        """This family for a deployment whose ``max_num_images`` is ``max_images`` (the served
+        model's ``max_images``): itself, or, for a family whose server-side prompt depends on
+        it (VILA), a new instance configured so. As ``bound``: the instance it is called on
+        is never changed, so served models sharing one family cannot reconfigure each other."""
+        return self
 
     def bound(self, declared: frozenset[str], model_name: str) -> Family:
         """This family as served by a deployment declaring ``declared``: itself, or, for a

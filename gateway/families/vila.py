@@ -53,12 +53,18 @@ class Vila(Family):
     features_per_image = 196
     reserved_markers = (IMAGE, "</s>", "<s>")
 
-    def __init__(self, options: BaseModel | None = None) -> None:
+    def __init__(self, options: BaseModel | None = None, *, splits_at_markers: bool = False):
         super().__init__(options)
-        self.splits_at_markers = False  # max_num_images above 1 (``engine_images``)
+        # NVIDIA's preprocessing splits the text at <image> markers only when the
+        # deployment's max_num_images is above 1 (``engine_images``). Fixed at construction:
+        # two served models of this family never share it.
+        self.splits_at_markers = splits_at_markers
 
-    def engine_images(self, max_images: int | None) -> None:
-        self.splits_at_markers = max_images is not None and max_images > 1
+    def engine_images(self, max_images: int | None) -> Vila:
+        splits = max_images is not None and max_images > 1
+        if splits == self.splits_at_markers:
+            return self
+        return type(self)(splits_at_markers=splits)
 
     def image_limit(self) -> int | None:
         return None if self.splits_at_markers else 1

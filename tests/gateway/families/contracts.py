@@ -100,9 +100,8 @@ def generation(
     **served_options: Any,
 ) -> GenerationRequest:
     """What the pipeline decides for this conversation and these images."""
-    family = get_family(family_name)
     config = ServedModel(id="m", family=family_name, triton_model="ensemble", **served_options)
-    family.engine_images(config.max_images)
+    family = get_family(family_name).engine_images(config.max_images)
     family.check_conversation(chat)
     served = ServedRuntime(config, family, client=None)  # type: ignore[arg-type]
     media = None
