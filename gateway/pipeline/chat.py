@@ -11,27 +11,28 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 
 from gateway.errors import InvalidRequest
 from gateway.observability.tracing import phase
 from gateway.pipeline.admission import admit
-from gateway.pipeline.conversation import parse_messages
+from gateway.pipeline.conversation import MediaPart, parse_messages
 from gateway.pipeline.documents import expand_documents
 from gateway.pipeline.generation import check_prompt_size, check_total_prompt, draft, refuse
 from gateway.pipeline.llmapi import prepare_llmapi_chat
 from gateway.pipeline.logprobs import logprobs_asked
 from gateway.pipeline.lora import choose_adapter, lora_choice
-from gateway.pipeline.media import prepare_media
+from gateway.pipeline.media import PreparedMedia, prepare_media
 from gateway.pipeline.reasoning import check_guide as check_reasoning_guide
 from gateway.pipeline.reasoning import checked_effort, reasoning_output
 from gateway.pipeline.relay import Prepared, family_plan, prepared
 from gateway.pipeline.structured.guides import check_guide
 from gateway.pipeline.structured.request import lowered, requested_output
 from gateway.pipeline.structured.tools import tool_plan
-from gateway.protocol.chat import ChatCompletionRequest
+from gateway.protocol.chat import ChatCompletionRequest, MediaIOKwargs
 from gateway.served import ServedRuntime
-from gateway.services import Preparation
+from gateway.services import Media, Preparation
 
 log = logging.getLogger(__name__)
 
@@ -51,12 +52,25 @@ def refuse_unsupported(request: ChatCompletionRequest) -> None:
         raise InvalidRequest("top_logprobs needs logprobs set to true", param="top_logprobs")
 
 
+async def _media(
+    parts: Sequence[MediaPart], served: ServedRuntime, media: Media, options: MediaIOKwargs | None
+) -> PreparedMedia | None:
+    """The request's media prepared, timed and counted (the KV-reuse ids it sends)."""
+    started = time.perf_counter()
+    prepared_media = await prepare_media(parts, served, media, options)
+    if prepared_media:
+        phase("media.prepare", started, items=len(parts))
+        media.metrics.media_prepared(served.config.id, time.perf_counter() - started)
+        if prepared_media.extra_id is not None and served.family.supports_extra_id:
+            media.metrics.kv_reuse_id_sent(served.config.id)
+    return prepared_media
+
+
 async def prepare_chat(
     request: ChatCompletionRequest, served: ServedRuntime, services: Preparation
 ) -> list[Prepared]:
     """Validate, fetch and preprocess media, render the prompt and plan every call: one
-    ``Prepared`` per choice (``n``), sharing the media (and so its KV-cache id). ``served``:
-    the model the request names (its generation policy is read there)."""
+    ``Prepared`` per choice (``n``), sharing the media (and so its KV-cache id)."""
     refuse_unsupported(request)
     documents = await expand_documents(
         request, served, services.documents
@@ -101,13 +115,7 @@ async def prepare_chat(
         )
     top = (request.top_logprobs or 0) if request.logprobs else None
     logprobs = await logprobs_asked(served, contract, top, "logprobs")
-    media_started = time.perf_counter()
-    media = await prepare_media(parsed.media, served, services.media, request.media_io_kwargs)
-    if media:
-        phase("media.prepare", media_started, items=len(parsed.media))
-        services.media.metrics.media_prepared(served.config.id, time.perf_counter() - media_started)
-        if media.extra_id is not None and family.supports_extra_id:
-            services.media.metrics.kv_reuse_id_sent(served.config.id)
+    media = await _media(parsed.media, served, services.media, request.media_io_kwargs)
     lora = await lora_choice(served.config, served.lora, request.lora_task_id)
     stops = tuple(dict.fromkeys([*request.stop_list, *family.stop_strings]))
     param = "max_completion_tokens" if request.max_completion_tokens else "max_tokens"

@@ -244,7 +244,7 @@ async def draft_response(
 ) -> ResponseJob:
     """Refusals, the conversation rebuilt, the chat request: all before any media work.
     ``names`` (the route's, which writes its errors with them) learns where each chat message
-    came from. ``max_stored_bytes``: the most a stored input may take ([responses])."""
+    came from; ``max_stored_bytes``: [responses]."""
     refuse_unsupported(request)
     models.model(request.model)  # 404 for an unknown model before the store is read
     items = normalise(request.input) if request.input is not None else []
