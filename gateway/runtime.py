@@ -37,6 +37,7 @@ from gateway.triton.replicas.discovery import is_dns
 
 log = logging.getLogger(__name__)
 
+# GUIDE_WORKER_MODULES (gateway/guides) is still exported here for bench/structured.py.
 __all__ = [
     "GUIDE_WORKER_MODULES", "BackgroundWork", "DeploymentMismatch", "Runtime", "ServedRuntime",
     "build_runtime",
