@@ -121,7 +121,14 @@ class ServedRuntime:
             contract=contract.kind if contract is not None else "engine",
             declares=contract.declares if contract is not None else lambda _: True,
             engine_max_images=self.config.max_images,
+            image_dims=self._image_dims(contract),
         )
+
+    def _image_dims(self, contract: ModelContract | None) -> tuple[int, ...] | None:
+        """The dims the deployment declares for the family's image tensor (None: unknown)."""
+        name = self.family.image_tensor
+        spec = contract.inputs.get(name) if contract is not None and name else None
+        return spec.dims if spec is not None else None
 
     def _bind_engine(self, contract: ModelContract) -> None:
         if self.config.family is None:

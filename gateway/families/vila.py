@@ -49,6 +49,7 @@ class Vila(Family):
     name = "vila"
     nvidia_server_side = NVIDIA_PREPROCESSING.format(since="v0.15.0")
     image_tensor = "image_input"
+    stacked_images_rank = 5  # to_fp16_batch: [1, n, 3, H, W]
     image_decode_size = (384, 384)
     features_per_image = 196
     reserved_markers = (IMAGE, "</s>", "<s>")
