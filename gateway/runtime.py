@@ -16,16 +16,15 @@ from gateway.config import ServedModel, Settings
 from gateway.errors import GatewayError, ModelNotFound
 from gateway.families.llmapi import Llmapi
 from gateway.families.registry import get_family
-from gateway.media.cache import ContentCache
+from gateway.guides import GUIDE_WORKER_MODULES, GuideChecker
 from gateway.media.decoder import Decoder
 from gateway.media.fetch import MediaFetcher
 from gateway.media.identity import ExtraIdRegistry
 from gateway.media.offload import Offloader, OffloadLimits
-from gateway.media.pdf import RenderedDocument
 from gateway.media.plane import Fetcher, MediaPlane
 from gateway.observability.metrics import GatewayMetrics
-from gateway.sandbox import SandboxPool, VerdictCache
 from gateway.served import DeploymentMismatch, ServedRuntime
+from gateway.services import Media, Preparation
 from gateway.store import PostgresStore, ResponseStore, Retention, SqliteStore
 from gateway.store.background import BackgroundWork
 from gateway.triton.backend import TritonBackend
@@ -38,18 +37,18 @@ from gateway.triton.replicas.discovery import is_dns
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BackgroundWork", "DeploymentMismatch", "Runtime", "ServedRuntime", "build_runtime"]
-
-# What a guide compile worker imports before its first guide (the compiler and its job).
-GUIDE_WORKER_MODULES = (
-    "llguidance", "llguidance.gbnf_to_lark", "gateway.pipeline.structured.engine",
-)  # fmt: skip
+# GUIDE_WORKER_MODULES (gateway/guides) is still exported here for bench/structured.py.
+__all__ = [
+    "GUIDE_WORKER_MODULES", "BackgroundWork", "DeploymentMismatch", "Runtime", "ServedRuntime",
+    "build_runtime",
+]  # fmt: skip
 
 
 @dataclass
 class Runtime:
-    """What a running gateway holds. Routes get it typed (``routes/state.RuntimeDep``); the
-    media pipeline asks for its narrow services only (``media``: the plane built once)."""
+    """What a running gateway holds. Routes get it typed (``routes/state.RuntimeDep``) and
+    hand the pipeline only the narrow services it asks for: a served model (``model(id)``,
+    carrying its generation policy), ``preparation`` (media, documents, guides), the store."""
 
     settings: Settings
     models: dict[str, ServedRuntime]
@@ -66,15 +65,11 @@ class Runtime:
     responses: ResponseStore | None = None
     readiness: ReadinessWatch = field(init=False)
     background: BackgroundWork = field(init=False)
-    # Guides are compiled in sandboxed processes, started on the first guide (none before).
-    guide_sandbox: SandboxPool = field(init=False)
-    guide_verdicts: VerdictCache = field(init=False)
     # The fetcher, decoder and id registry above, with every media limit built once.
     media: MediaPlane = field(init=False)
-    # Rendered PDFs by their bytes and caps: a conversation re-sends its document every turn.
-    documents: ContentCache[RenderedDocument] = field(
-        default_factory=lambda: ContentCache(32, 256 * 1024 * 1024, 600.0)
-    )
+    # What a request's preparation asks for (``services.py``): media, documents (rendered
+    # PDFs kept a while), guides (compiled in sandboxed processes started on the first guide).
+    preparation: Preparation = field(init=False)
 
     def __post_init__(self) -> None:
         self.media = MediaPlane(
@@ -84,14 +79,14 @@ class Runtime:
             self.responses = response_store(self.settings)
         self.background = BackgroundWork(self.settings.responses.max_background)
         self.metrics.watch_collisions(lambda: self.extra_ids.collisions)
-        guides = self.settings.guides
-        self.guide_sandbox = SandboxPool(guides.sandbox_limits(), preload=GUIDE_WORKER_MODULES)
-        self.guide_verdicts = VerdictCache(guides.cache_bytes, guides.max_message_chars)
+        media = Media(self.media, self.settings.media, self.metrics)
+        self.preparation = Preparation.of(media, GuideChecker.of(self.settings.guides))
         self.readiness = ReadinessWatch(
             {url: (client, self._triton_models(url)) for url, client in self.clients.items()}
         )
         for served in self.models.values():
             served.readiness = self.readiness
+            served.bind_policy(self.settings)
 
     def _triton_models(self, url: str) -> list[str]:
         names = {m.config.triton_model for m in self.models.values() if m.client.url == url}
@@ -138,7 +133,7 @@ class Runtime:
         await self.background.stop(self.settings.server.drain_timeout_s)  # they write the store
         await self.store.close()
         await self.media.aclose()
-        await self.guide_sandbox.aclose()
+        await self.preparation.guides.aclose()
         for client in self.clients.values():
             await client.close()
         if self.embedded is not None:
@@ -220,7 +215,7 @@ async def build_runtime(
         client = clients[url]
         # No family: NVIDIA's llmapi model (checked when its contract is read).
         family = get_family(served.family, served.family_options) if served.family else Llmapi()
-        family.engine_images(served.max_images)
+        family = family.engine_images(served.max_images)  # a configured copy, if it differs
         if served.lora and not family.supports_lora:
             raise ValueError(f"model {served.id!r}: family {family.name!r} takes no LoRA adapters")
         remember = not isinstance(client, ReplicaSet)

@@ -10,8 +10,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
-from gateway.config import ServedModel
+from gateway.config import GenerationPolicy, ServedModel, Settings
 from gateway.families.base import Family
 from gateway.families.capabilities import Capabilities
 from gateway.families.chat_template import TemplateError
@@ -25,6 +26,13 @@ from gateway.triton.readiness import ReadinessWatch
 log = logging.getLogger(__name__)
 # TensorRT-LLM's KvCacheConfig default tokens_per_block, for an llmapi model that sets none.
 LLMAPI_TOKENS_PER_BLOCK = 32
+
+
+class Models(Protocol):
+    """Where the pipeline looks a served model up by the id a request names (the ``Runtime``
+    is one): a 404 for an unknown id, a 503 while its Triton is down."""
+
+    def model(self, model_id: str) -> ServedRuntime: ...
 
 
 class DeploymentMismatch(ValueError):
@@ -51,6 +59,27 @@ class ServedRuntime:
     # contract); None on the engine path.
     llmapi: LlmapiModel | None = None
     _capabilities: Capabilities | None = None
+    # What its requests may ask and wait (``config/policy.py``); bound by the runtime that
+    # serves it (``bind_policy``), else the default tables' own on first use.
+    _policy: GenerationPolicy | None = None
+
+    def bind_policy(self, settings: Settings) -> None:
+        """Fix this model's generation policy: ``settings``' tables met with its entry."""
+        generation, upstream = settings.generation, settings.upstream
+        log_prompts = settings.observability.log_bodies
+        self.use_policy(GenerationPolicy.of(self.config, generation, upstream, log_prompts))
+
+    def use_policy(self, policy: GenerationPolicy) -> None:
+        """Serve under ``policy`` (a test's own; a runtime binds its settings')."""
+        self._policy = policy
+
+    @property
+    def policy(self) -> GenerationPolicy:
+        """Its generation policy: the max_tokens cap and default, the prompt-size caps, the
+        Triton timeouts, read by every request's preparation instead of the settings."""
+        if self._policy is None:
+            self._policy = GenerationPolicy.of(self.config)
+        return self._policy
 
     def on_lost(self, lost: Callable[[], None]) -> Callable[[], None]:
         """Call ``lost()`` when this model's Triton loses its readiness; returns what stops
@@ -92,7 +121,14 @@ class ServedRuntime:
             contract=contract.kind if contract is not None else "engine",
             declares=contract.declares if contract is not None else lambda _: True,
             engine_max_images=self.config.max_images,
+            image_dims=self._image_dims(contract),
         )
+
+    def _image_dims(self, contract: ModelContract | None) -> tuple[int, ...] | None:
+        """The dims the deployment declares for the family's image tensor (None: unknown)."""
+        name = self.family.image_tensor
+        spec = contract.inputs.get(name) if contract is not None and name else None
+        return spec.dims if spec is not None else None
 
     def _bind_engine(self, contract: ModelContract) -> None:
         if self.config.family is None:

@@ -1,5 +1,6 @@
-"""gateway/'s rooms import downwards only: the import-linter contract in pyproject.toml holds,
-and it really catches an import that runs back up (checked on a copy with one reversed)."""
+"""gateway/'s rooms import downwards only, and the pipeline never imports the runtime: the
+import-linter contracts in pyproject.toml hold, and they really catch an import that runs back
+up or a pipeline module that takes the runtime (checked on a copy with one such import)."""
 
 from __future__ import annotations
 
@@ -25,14 +26,29 @@ def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
 def test_the_layers_hold() -> None:
     result = lint_imports(REPO)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "1 kept, 0 broken" in result.stdout
+    assert "2 kept, 0 broken" in result.stdout
+
+
+def lint_with(tmp_path: Path, module: str, imported: str) -> subprocess.CompletedProcess[str]:
+    """``lint-imports`` over a copy of ``gateway`` where ``module`` (a path below it) also
+    imports ``imported``."""
+    shutil.copytree(REPO / "gateway", tmp_path / "gateway")
+    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
+    source = tmp_path / "gateway" / module
+    source.write_text(source.read_text() + f"\nimport {imported}  # noqa\n")
+    return lint_imports(tmp_path)
 
 
 def test_an_import_that_runs_back_up_is_refused(tmp_path: Path) -> None:
-    shutil.copytree(REPO / "gateway", tmp_path / "gateway")
-    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
-    netguard = tmp_path / "gateway" / "media" / "netguard.py"
-    netguard.write_text(netguard.read_text() + "\nimport gateway.routes.chat  # noqa\n")
-    result = lint_imports(tmp_path)
+    result = lint_with(tmp_path, "media/netguard.py", "gateway.routes.chat")
     assert result.returncode != 0
     assert "gateway.media is not allowed to import gateway.routes" in result.stdout
+
+
+def test_the_pipeline_may_not_take_the_whole_runtime(tmp_path: Path) -> None:
+    """The pipeline sits above ``runtime`` in the layers, so only the forbidden contract
+    keeps it on its narrow services (``services.py``, a served model's policy)."""
+    result = lint_with(tmp_path, "pipeline/lora.py", "gateway.runtime")
+    assert result.returncode != 0
+    assert "the pipeline takes narrow services, never the whole runtime BROKEN" in result.stdout
+    assert "gateway.pipeline.lora -> gateway.runtime" in result.stdout

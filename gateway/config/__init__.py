@@ -22,6 +22,7 @@ from gateway.config.models import (
     ServedModel,
     default_models,
 )
+from gateway.config.policy import GenerationPolicy, Timeouts
 from gateway.config.realtime import RealtimeSettings
 from gateway.config.response_store import ResponsesSettings
 from gateway.config.settings import (
@@ -49,6 +50,7 @@ __all__ = [
     "DecodeSettings",
     "EmbeddedSettings",
     "FetchSettings",
+    "GenerationPolicy",
     "GenerationSettings",
     "GuideSettings",
     "ImageSettings",
@@ -60,6 +62,7 @@ __all__ = [
     "ServedModel",
     "ServerSettings",
     "Settings",
+    "Timeouts",
     "UpstreamSettings",
     "VideoSettings",
     "WhisperOptions",

@@ -135,6 +135,12 @@ class Family:
     max_images: ClassVar[int | None] = None
     # Why ``max_images`` is what it is, said in the refusal (a server-side limit, not a choice).
     image_limit_reason: ClassVar[str | None] = None
+    # The rank of ``stack_images``' tensor (batch axis first) where its axis 1 counts the
+    # request's images: [1, n, 3, H, W] is 5 (``_pixels.to_fp16_batch``). A deployment that
+    # declares the image tensor with fewer axes carries one image (``triton/tensors.fit_rank``
+    # drops that axis only when it is 1): ``Capabilities.tensor_max_images``. None: no axis
+    # of the tensor counts images (one image's tiles, or no image tensor).
+    stacked_images_rank: ClassVar[int | None] = None
     # Videos and audio clips one request can carry: a video tensor is [1, frames, ...] (its
     # second axis holds frames, not videos), and a speech encoder takes one clip.
     max_videos: ClassVar[int] = 1
@@ -176,9 +182,12 @@ class Family:
         """The ``text_input`` for this conversation."""
         raise NotImplementedError
 
-    def engine_images(self, max_images: int | None) -> None:
-        """Called once with the served model's ``max_images`` (the deployment's
-        ``max_num_images``), for families whose server-side prompt depends on it."""
+    def engine_images(self, max_images: int | None) -> Family:
+        """This family for a deployment whose ``max_num_images`` is ``max_images`` (the served
+        model's ``max_images``): itself, or, for a family whose server-side prompt depends on
+        it (VILA), a new instance configured so. As ``bound``: the instance it is called on
+        is never changed, so served models sharing one family cannot reconfigure each other."""
+        return self
 
     def bound(self, declared: frozenset[str], model_name: str) -> Family:
         """This family as served by a deployment declaring ``declared``: itself, or, for a

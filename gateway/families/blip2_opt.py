@@ -57,6 +57,7 @@ class Blip2Opt(Family):
     name = "blip2_opt"
     nvidia_server_side: ClassVar[str | None] = NVIDIA_PREPROCESSING.format(since="v0.13.0")
     image_tensor = "image_input"
+    stacked_images_rank = 5  # to_fp16_batch: [1, n, 3, H, W]
     image_decode_size = (224, 224)
     features_per_image = 32  # the Q-Former's query tokens
     requires_image = True

@@ -45,6 +45,11 @@ class Capabilities:
     family_max_images: int | None
     family_image_rule: str
     engine_max_images: int | None
+    # The image tensor's dims as the deployment declares them (None: not known, or none), and
+    # the most images they carry (None: as many as the other limits allow):
+    # ``Family.stacked_images_rank``.
+    image_dims: tuple[int, ...] | None
+    tensor_max_images: int | None
     max_videos: int
     max_audio_clips: int
     # Request features the deployment can honour.
@@ -63,11 +68,15 @@ class Capabilities:
         contract: ContractKind,
         declares: Callable[[str], bool],
         engine_max_images: int | None,
+        image_dims: tuple[int, ...] | None = None,
     ) -> Capabilities:
         """The capabilities of ``family`` served as ``model`` on a deployment that ``declares``
-        the inputs it does (``ModelContract.declares``: aliases included)."""
+        the inputs it does (``ModelContract.declares``: aliases included) and its image tensor
+        with ``image_dims`` (None: not read yet)."""
         image_tensor = family.image_tensor
         sizes = family.image_sizes_tensor
+        rank = family.stacked_images_rank
+        narrow = rank is not None and image_dims is not None and len(image_dims) + 1 < rank
         return cls(
             model=model,
             family=family.name,
@@ -82,6 +91,8 @@ class Capabilities:
             family_max_images=family.image_limit(),
             family_image_rule=family.image_limit_rule(),
             engine_max_images=engine_max_images,
+            image_dims=image_dims,
+            tensor_max_images=1 if narrow else None,
             max_videos=family.max_videos,
             max_audio_clips=family.max_audio_clips,
             lora=declares("lora_task_id"),

@@ -61,6 +61,7 @@ class CogVLM(Family):
         "parameter cogvlm_position_ids = server"
     )
     image_tensor = "image_input"
+    stacked_images_rank = 5  # to_fp16_batch: [1, n, 3, H, W]
     image_decode_size = (490, 490)
     features_per_image = 1280  # 1225 + boi/eoi, rounded up as the guide builds the engine
     requires_image = True

@@ -44,6 +44,7 @@ class InternLMXComposer2(Family):
         "all_models/internlm_xcomposer2): <ImageHere> split, ViT run"
     )
     image_tensor = "image_input"
+    stacked_images_rank = 5  # to_fp16_batch: [1, n, 3, H, W]
     image_decode_size = (490, 490)
     features_per_image = 1225
     requires_image = True

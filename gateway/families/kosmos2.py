@@ -56,6 +56,7 @@ class Kosmos2(Family):
         "the text, as Kosmos2Processor does"
     )
     image_tensor = "image_input"
+    stacked_images_rank = 5  # to_fp16_batch: [1, n, 3, H, W]
     image_decode_size = (224, 224)
     features_per_image = 64  # the image-to-text projection's latent queries
     max_images = 1

@@ -29,6 +29,7 @@ class Llava(Family):
     nvidia_server_side = NVIDIA_PREPROCESSING.format(since="v0.13.0")
     tool_format = HERMES
     image_tensor = "image_input"
+    stacked_images_rank = 5  # to_fp16_batch: [1, n, 3, H, W]
     image_decode_size = (336, 336)  # CLIP's shortest edge: large JPEGs decode in draft mode
     features_per_image = 576
     default_end_id = None  # the tokenizer's EOS, which the server applies when omitted

@@ -31,6 +31,7 @@ class Neva(Family):
     name = "neva"
     deployment_must_provide = "a preprocessing that places the image features where <image> stands"
     image_tensor = "image_input"
+    stacked_images_rank = 5  # to_fp16_batch: [1, n, 3, H, W]
     image_decode_size = (384, 384)
     features_per_image = 729
     requires_image = True

@@ -49,16 +49,23 @@ class Vila(Family):
     name = "vila"
     nvidia_server_side = NVIDIA_PREPROCESSING.format(since="v0.15.0")
     image_tensor = "image_input"
+    stacked_images_rank = 5  # to_fp16_batch: [1, n, 3, H, W]
     image_decode_size = (384, 384)
     features_per_image = 196
     reserved_markers = (IMAGE, "</s>", "<s>")
 
-    def __init__(self, options: BaseModel | None = None) -> None:
+    def __init__(self, options: BaseModel | None = None, *, splits_at_markers: bool = False):
         super().__init__(options)
-        self.splits_at_markers = False  # max_num_images above 1 (``engine_images``)
+        # NVIDIA's preprocessing splits the text at <image> markers only when the
+        # deployment's max_num_images is above 1 (``engine_images``). Fixed at construction:
+        # two served models of this family never share it.
+        self.splits_at_markers = splits_at_markers
 
-    def engine_images(self, max_images: int | None) -> None:
-        self.splits_at_markers = max_images is not None and max_images > 1
+    def engine_images(self, max_images: int | None) -> Vila:
+        splits = max_images is not None and max_images > 1
+        if splits == self.splits_at_markers:
+            return self
+        return type(self)(splits_at_markers=splits)
 
     def image_limit(self) -> int | None:
         return None if self.splits_at_markers else 1

@@ -18,7 +18,7 @@ from gateway.media.image import read_header
 from gateway.pipeline._media_jobs import PreparedItem
 from gateway.pipeline.conversation import MediaPart
 from gateway.protocol.common import MediaTokens
-from gateway.runtime import ServedRuntime
+from gateway.served import ServedRuntime
 
 __all__ = ["check_header_budget", "check_image_budget", "media_tokens"]
 

@@ -17,24 +17,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from gateway.config import UpstreamSettings
+from gateway.config import Timeouts
 from gateway.errors import GatewayError, UpstreamTimeout, UpstreamUnavailable
 
+__all__ = ["SilenceWatch", "Timeouts"]
+
 LOST = "stopped answering its readiness probes"
-
-
-@dataclass(frozen=True)
-class Timeouts:
-    first_token_s: float
-    token_s: float
-    request_s: float
-
-    @classmethod
-    def of(cls, upstream: UpstreamSettings) -> Timeouts:
-        limits = upstream
-        return cls(limits.first_token_timeout_s, limits.token_timeout_s, limits.request_timeout_s)
 
 
 class SilenceWatch:

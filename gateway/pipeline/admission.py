@@ -117,10 +117,25 @@ def _admit_family_images(capabilities: Capabilities, parts: Sequence[MediaPart])
     )
 
 
+def _admit_tensor_images(capabilities: Capabilities, count: int) -> None:
+    """More images than the deployment's image tensor has an axis for (its declared dims)."""
+    most = capabilities.tensor_max_images
+    if most is None or count <= most:
+        return
+    dims = list(capabilities.image_dims or ())
+    raise TooManyMediaItems(
+        f"this request has {count} images; model '{capabilities.model}' takes one per "
+        f"request: its Triton deployment declares {capabilities.image_tensor!r} with dims "
+        f"{dims}, which carries one image's pixels",
+        param="messages",
+    )
+
+
 def _admit_carried(capabilities: Capabilities, kind: MediaKind, count: int) -> None:
     """More videos or audio clips than the family's tensors can carry, saying why."""
     if kind == "image":
-        return  # the family's limit (above) and the engine's (``_admit_count``)
+        _admit_tensor_images(capabilities, count)  # the family's: above; the engine's: below
+        return
     carried = capabilities.max_videos if kind == "video" else capabilities.max_audio_clips
     if count <= carried:
         return

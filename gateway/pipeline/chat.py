@@ -11,27 +11,28 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 
 from gateway.errors import InvalidRequest
 from gateway.observability.tracing import phase
-from gateway.pipeline._watchdog import Timeouts
 from gateway.pipeline.admission import admit
-from gateway.pipeline.conversation import parse_messages
+from gateway.pipeline.conversation import MediaPart, parse_messages
 from gateway.pipeline.documents import expand_documents
 from gateway.pipeline.generation import check_prompt_size, check_total_prompt, draft, refuse
 from gateway.pipeline.llmapi import prepare_llmapi_chat
 from gateway.pipeline.logprobs import logprobs_asked
 from gateway.pipeline.lora import choose_adapter, lora_choice
-from gateway.pipeline.media import prepare_media
+from gateway.pipeline.media import PreparedMedia, prepare_media
 from gateway.pipeline.reasoning import check_guide as check_reasoning_guide
 from gateway.pipeline.reasoning import checked_effort, reasoning_output
 from gateway.pipeline.relay import Prepared, family_plan, prepared
 from gateway.pipeline.structured.guides import check_guide
 from gateway.pipeline.structured.request import lowered, requested_output
 from gateway.pipeline.structured.tools import tool_plan
-from gateway.protocol.chat import ChatCompletionRequest
-from gateway.runtime import Runtime
+from gateway.protocol.chat import ChatCompletionRequest, MediaIOKwargs
+from gateway.served import ServedRuntime
+from gateway.services import Media, Preparation
 
 log = logging.getLogger(__name__)
 
@@ -51,18 +52,35 @@ def refuse_unsupported(request: ChatCompletionRequest) -> None:
         raise InvalidRequest("top_logprobs needs logprobs set to true", param="top_logprobs")
 
 
-async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> list[Prepared]:
+async def _media(
+    parts: Sequence[MediaPart], served: ServedRuntime, media: Media, options: MediaIOKwargs | None
+) -> PreparedMedia | None:
+    """The request's media prepared, timed and counted (the KV-reuse ids it sends)."""
+    started = time.perf_counter()
+    prepared_media = await prepare_media(parts, served, media, options)
+    if prepared_media:
+        phase("media.prepare", started, items=len(parts))
+        media.metrics.media_prepared(served.config.id, time.perf_counter() - started)
+        if prepared_media.extra_id is not None and served.family.supports_extra_id:
+            media.metrics.kv_reuse_id_sent(served.config.id)
+    return prepared_media
+
+
+async def prepare_chat(
+    request: ChatCompletionRequest, served: ServedRuntime, services: Preparation
+) -> list[Prepared]:
     """Validate, fetch and preprocess media, render the prompt and plan every call: one
     ``Prepared`` per choice (``n``), sharing the media (and so its KV-cache id)."""
-    served = runtime.model(request.model)
     refuse_unsupported(request)
-    documents = await expand_documents(request, served, runtime)  # PDF pages become images
+    documents = await expand_documents(
+        request, served, services.documents
+    )  # PDF pages become images
     request = documents.request
     parsed = parse_messages(request.messages, documents.origins)
     contract = await served.get_contract()
     family = served.family  # as bound to the contract just read
     if served.llmapi is not None:  # NVIDIA's llmapi model: the chat template is rendered here
-        return await prepare_llmapi_chat(request, runtime, served, contract, parsed)
+        return await prepare_llmapi_chat(request, services.media, served, contract, parsed)
     tools = tool_plan(request, family)
     asked = requested_output(request, tools)
     reasoning = await reasoning_output(served)
@@ -72,21 +90,21 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> list
     guide = None
     if asked is not None:  # before the tools are rendered into the prompt: a hostile schema
         suspects = tools.suspects() if tools is not None else []  # costs no more than this
-        guide = await check_guide(asked, contract, served.config.id, runtime, suspects)
+        guide = await check_guide(asked, contract, served.config.id, services.guides, suspects)
     family.check_text(parsed.conversation)
     conversation = lowered(parsed.conversation, family, tools)
     adapter = choose_adapter(served.config, request.lora_task_id)
     admit(
-        served.capabilities, parsed.media, runtime.settings.media,
+        served.capabilities, parsed.media, services.media.settings,
         conversation=conversation, rules=family.conversation_rules, lora=adapter is not None,
     )  # fmt: skip
     text_input = family.render(conversation)
-    if runtime.settings.observability.log_bodies:  # the debug switch: prompts are private
+    if served.policy.log_prompts:  # the debug switch: prompts are private
         fields = {"model": served.config.id, "prompt": text_input}
         log.info("rendered prompt", extra={"fields": fields})
-    limits = runtime.settings.generation
-    check_prompt_size(text_input, served, limits.max_prompt_chars)
-    check_total_prompt([len(text_input)], request.n, limits.max_total_prompt_chars, "messages")
+    check_prompt_size(text_input, served)
+    limit = served.policy.max_total_prompt_chars
+    check_total_prompt([len(text_input)], request.n, limit, "messages")
     parser = tools.parser(family, request.stream) if tools is not None else None
     if parser is not None and request.logprobs:
         raise InvalidRequest(
@@ -97,24 +115,18 @@ async def prepare_chat(request: ChatCompletionRequest, runtime: Runtime) -> list
         )
     top = (request.top_logprobs or 0) if request.logprobs else None
     logprobs = await logprobs_asked(served, contract, top, "logprobs")
-    media_started = time.perf_counter()
-    media = await prepare_media(parsed.media, served, runtime, request.media_io_kwargs)
-    if media:
-        phase("media.prepare", media_started, items=len(parsed.media))
-        runtime.metrics.media_prepared(served.config.id, time.perf_counter() - media_started)
-        if media.extra_id is not None and family.supports_extra_id:
-            runtime.metrics.kv_reuse_id_sent(served.config.id)
+    media = await _media(parsed.media, served, services.media, request.media_io_kwargs)
     lora = await lora_choice(served.config, served.lora, request.lora_task_id)
     stops = tuple(dict.fromkeys([*request.stop_list, *family.stop_strings]))
     param = "max_completion_tokens" if request.max_completion_tokens else "max_tokens"
     requested = (request.requested_max_tokens, param)
     audio = media.samples if media is not None else None
-    timeouts = Timeouts.of(runtime.settings.upstream)
+    timeouts = served.policy.timeouts
     planning = time.perf_counter()
     choices = []
     for choice in range(request.n):
         generation = draft(
-            request, served, runtime, contract.decoupled, text_input, requested, media, stops,
+            request, served, contract.decoupled, text_input, requested, media, stops,
             lora, choice,
         )  # fmt: skip
         generation = replace(generation, guide=guide, reasoning_effort=effort)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from gateway.config import MediaSettings
 from gateway.errors import InvalidRequest
 from gateway.families.base import Conversation, Turn
-from gateway.pipeline._watchdog import Timeouts
 from gateway.pipeline.admission import admit
 from gateway.pipeline.generation import check_prompt_size, check_total_prompt, draft, refuse
 from gateway.pipeline.llmapi import prepare_llmapi_completion
@@ -20,7 +20,8 @@ from gateway.pipeline.logprobs import logprobs_asked
 from gateway.pipeline.relay import Prepared, family_plan, prepared
 from gateway.pipeline.structured.guides import check_guide, requested_guide
 from gateway.protocol.completions import CompletionRequest
-from gateway.runtime import Runtime, ServedRuntime
+from gateway.served import ServedRuntime
+from gateway.services import Preparation
 
 
 def refuse_unsupported(request: CompletionRequest) -> list[str]:
@@ -50,7 +51,7 @@ def refuse_unsupported(request: CompletionRequest) -> list[str]:
     return prompts
 
 
-def _check_prompt(prompt: str, served: ServedRuntime, runtime: Runtime) -> None:
+def _check_prompt(prompt: str, served: ServedRuntime, media: MediaSettings) -> None:
     family = served.family
     if not family.completes_text:
         raise InvalidRequest(
@@ -60,37 +61,38 @@ def _check_prompt(prompt: str, served: ServedRuntime, runtime: Runtime) -> None:
     conversation = Conversation(None, (Turn("user", prompt),))
     family.check_text(conversation)
     admit(
-        served.capabilities, (), runtime.settings.media,
+        served.capabilities, (), media,
         conversation=conversation, rules=family.conversation_rules,
     )  # fmt: skip
-    check_prompt_size(prompt, served, runtime.settings.generation.max_prompt_chars, "prompt")
+    check_prompt_size(prompt, served, "prompt")
 
 
-async def prepare_completion(request: CompletionRequest, runtime: Runtime) -> list[Prepared]:
+async def prepare_completion(
+    request: CompletionRequest, served: ServedRuntime, services: Preparation
+) -> list[Prepared]:
     """Check every prompt, then plan every choice: prompt ``i``'s ``n`` choices are indexes
     ``i * n`` to ``i * n + n - 1``, as OpenAI numbers them."""
-    served = runtime.model(request.model)
     prompts = refuse_unsupported(request)
     asked = requested_guide(request.response_format, request.model_extra)
     for prompt in prompts:
-        _check_prompt(prompt, served, runtime)
-    limit = runtime.settings.generation.max_total_prompt_chars
+        _check_prompt(prompt, served, services.media.settings)
+    limit = served.policy.max_total_prompt_chars
     check_total_prompt([len(p) for p in prompts], request.n, limit, "prompt")
     contract = await served.get_contract()
     if served.llmapi is not None:  # NVIDIA's llmapi model: each prompt as text_input
-        return await prepare_llmapi_completion(request, runtime, served, contract, prompts)
+        return await prepare_llmapi_completion(request, served, contract, prompts)
     guide = None
     if asked is not None:
-        guide = await check_guide(asked, contract, served.config.id, runtime)
+        guide = await check_guide(asked, contract, served.config.id, services.guides)
     stops = tuple(dict.fromkeys([*request.stop_list, *served.family.stop_strings]))
     logprobs = await logprobs_asked(served, contract, request.logprobs, "logprobs", True)
-    timeouts = Timeouts.of(runtime.settings.upstream)
+    timeouts = served.policy.timeouts
     requested = (request.max_tokens, "max_tokens")
     choices = []
     for prompt in prompts:
         for choice in range(request.n):
             generation = draft(
-                request, served, runtime, contract.decoupled, prompt, requested, stops=stops,
+                request, served, contract.decoupled, prompt, requested, stops=stops,
                 choice=choice,
             )  # fmt: skip
             plan = await family_plan(served, replace(generation, guide=guide))

@@ -11,7 +11,7 @@ fetcher: a loopback ``file_url`` is refused as any loopback URL is) and rendered
 worker processes under ``[media.pdf]``'s caps and its own render budget. The pages it may have
 are those the request can still carry as images (the family's limit, the engine's, the
 server's, less the request's other images); past that the refusal names the page count and
-the limit, and the part it came from. A rendered document is kept a while (``Runtime.documents``,
+the limit, and the part it came from. A rendered document is kept a while (``services.Documents``,
 by its bytes and the caps): a conversation re-sends its document with every turn.
 """
 
@@ -42,7 +42,8 @@ from gateway.protocol.chat import (
     ImageURLPart,
     TextPart,
 )
-from gateway.runtime import Runtime, ServedRuntime
+from gateway.served import ServedRuntime
+from gateway.services import Documents
 
 __all__ = ["Expanded", "expand_documents"]
 
@@ -68,12 +69,12 @@ def _has_documents(request: ChatCompletionRequest) -> bool:
 
 
 async def expand_documents(
-    request: ChatCompletionRequest, served: ServedRuntime, runtime: Runtime
+    request: ChatCompletionRequest, served: ServedRuntime, documents: Documents
 ) -> Expanded:
     """``request`` with every ``file`` part replaced by its pages (and text)."""
     if not _has_documents(request):
         return Expanded(request)
-    budget = _PageBudget(request, served, runtime)
+    budget = _PageBudget(request, served, documents)
     expanded = Expanded(request)
     messages: list[ChatMessage] = []
     for index, message in enumerate(request.messages):
@@ -90,7 +91,7 @@ async def expand_documents(
                 raise InvalidRequest(
                     ("file parts are only allowed in user messages (", where, ")"), param=where
                 )
-            document = await _render(part, where, served, runtime, budget)
+            document = await _render(part, where, served, documents, budget)
             pages = _page_parts(document, part.file.filename)
             for page_part in pages[: len(document.pages)]:
                 expanded.origins[("messages", index, "content", len(content))] = where
@@ -99,19 +100,19 @@ async def expand_documents(
             expanded.pages += len(document.pages)
         messages.append(message.model_copy(update={"content": content}))
     expanded.request = request.model_copy(update={"messages": messages})
-    runtime.metrics.document_pages_sent(served.config.id, expanded.pages)
+    documents.media.metrics.document_pages_sent(served.config.id, expanded.pages)
     return expanded
 
 
 class _PageBudget:
     """How many more images this request may carry, and which limit says so."""
 
-    def __init__(self, request: ChatCompletionRequest, served: ServedRuntime, runtime: Runtime):
+    def __init__(self, request: ChatCompletionRequest, served: ServedRuntime, documents: Documents):
         model = served.config.id
         limits: list[tuple[int, str]] = [
             (
-                runtime.settings.media.max_images_per_request,
-                f"this server takes at most {runtime.settings.media.max_images_per_request} "
+                documents.media.settings.max_images_per_request,
+                f"this server takes at most {documents.media.settings.max_images_per_request} "
                 "images per request ([media] max_images_per_request)",
             )
         ]
@@ -147,7 +148,11 @@ class _PageBudget:
 
 
 async def _render(
-    part: FilePart, where: Location, served: ServedRuntime, runtime: Runtime, budget: _PageBudget
+    part: FilePart,
+    where: Location,
+    served: ServedRuntime,
+    documents: Documents,
+    budget: _PageBudget,
 ) -> RenderedDocument:
     left, why = budget.left()
     if left == 0:  # no page could go: say so before fetching or parsing anything
@@ -156,16 +161,16 @@ async def _render(
             param=where,
             code="unsupported_content_part" if served.family.image_tensor is None else None,
         )
-    data = await _document_bytes(part, where, runtime)
-    caps = runtime.settings.media.pdf.pdf_limits()
+    data = await _document_bytes(part, where, documents)
+    caps = documents.caps
     key = f"{hashlib.sha256(data).hexdigest()}|{caps!r}"
     try:
-        document = runtime.documents.get(key)
+        document = documents.cache.get(key)
         if document is not None:  # rendered before (a conversation re-sends its document)
             check_page_count(len(document.pages), caps.max_pages, left, why)
         else:
-            document = await _rendered(data, caps, left, why, runtime)
-            runtime.documents.put(key, document, document.size)
+            document = await _rendered(data, caps, left, why, documents)
+            documents.cache.put(key, document, document.size)
     except GatewayError as exc:
         raise exc.revised(message=(where, f": {exc.message}")).located(where) from exc
     budget.used += len(document.pages)
@@ -173,26 +178,26 @@ async def _render(
 
 
 async def _rendered(
-    data: bytes, caps: PdfLimits, left: int, why: str, runtime: Runtime
+    data: bytes, caps: PdfLimits, left: int, why: str, documents: Documents
 ) -> RenderedDocument:
     """The document rendered in a worker process, under its own render budget."""
     submitted = time.perf_counter()
-    document: RenderedDocument = await runtime.media.decoder.run(
+    document: RenderedDocument = await documents.media.plane.decoder.run(
         render_pdf,
         data,
         caps,
         left,
         why,
         what="the PDF",
-        on_wait=lambda seconds: runtime.metrics.queued("decode", seconds),
-        timeout_s=runtime.settings.media.pdf.render_timeout_s,
+        on_wait=lambda seconds: documents.media.metrics.queued("decode", seconds),
+        timeout_s=documents.render_timeout_s,
     )
-    runtime.metrics.media_decoded("document", document.render_s, document.pixels)
+    documents.media.metrics.media_decoded("document", document.render_s, document.pixels)
     phase("media.render_pdf", submitted, pages=len(document.pages))
     return document
 
 
-async def _document_bytes(part: FilePart, where: Location, runtime: Runtime) -> bytes:
+async def _document_bytes(part: FilePart, where: Location, documents: Documents) -> bytes:
     """The document's bytes: ``file_data`` (a data: URL or bare base64) or ``file_url``."""
     file = part.file
     if file.file_id is not None:
@@ -215,7 +220,7 @@ async def _document_bytes(part: FilePart, where: Location, runtime: Runtime) -> 
         url = "data:application/pdf;base64," + url  # OpenAI's bare base64 form
     started = time.perf_counter()
     try:
-        fetched = await runtime.media.fetcher.fetch(url)
+        fetched = await documents.media.plane.fetcher.fetch(url)
     except MediaURLError as exc:
         raise exc.revised(message=(where, f": {exc.message}"), code="invalid_file_url").located(
             where
@@ -232,7 +237,9 @@ async def _document_bytes(part: FilePart, where: Location, runtime: Runtime) -> 
             ),
             param=where,
         )
-    runtime.metrics.media_fetched("document", time.perf_counter() - started, len(fetched.data))
+    documents.media.metrics.media_fetched(
+        "document", time.perf_counter() - started, len(fetched.data)
+    )
     return fetched.data
 
 

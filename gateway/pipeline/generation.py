@@ -16,7 +16,7 @@ from gateway.errors import InvalidRequest
 from gateway.families.calls import GenerationRequest, Sampling
 from gateway.pipeline.lora import LoraChoice
 from gateway.pipeline.media import PreparedMedia
-from gateway.runtime import Runtime, ServedRuntime
+from gateway.served import ServedRuntime
 
 
 class TextFields(Protocol):
@@ -53,10 +53,9 @@ class TextFields(Protocol):
 CHARS_PER_TOKEN_BOUND = 32
 
 
-def check_prompt_size(
-    text: str, served: ServedRuntime, max_chars: int, param: str = "messages"
-) -> None:
+def check_prompt_size(text: str, served: ServedRuntime, param: str = "messages") -> None:
     """Refuse a prompt that cannot fit before Triton spends seconds tokenising it."""
+    max_chars = served.policy.max_prompt_chars
     if served.config.max_input_tokens is not None:
         max_chars = min(max_chars, served.config.max_input_tokens * CHARS_PER_TOKEN_BOUND)
     if len(text) > max_chars:
@@ -148,21 +147,23 @@ def refuse_extensions(request: TextFields) -> None:
         )
 
 
-def max_tokens(requested: int | None, param: str, served: ServedRuntime, cap: int) -> int:
-    """The request's max_tokens within the server's cap. A request that names none may run to
-    what the engine has room for, never to a small default: the engine's ``max_seq_len`` when
-    it is known (TensorRT-LLM reduces a max_tokens past it to ``max_seq_len`` minus the prompt:
-    NVIDIA/TensorRT-LLM cpp/tensorrt_llm/batch_manager/llmRequest.cpp, ``LlmRequest::validate``,
-    commit 119c6e60e65e5ecec4e97afdb6ea584f674aed24), else the server's cap; an operator's
+def max_tokens(requested: int | None, param: str, served: ServedRuntime) -> int:
+    """The request's max_tokens within the server's cap (the model's ``policy``). A request
+    that names none may run to what the engine has room for, never to a small default: the
+    engine's ``max_seq_len`` when it is known (TensorRT-LLM reduces a max_tokens past it to
+    ``max_seq_len`` minus the prompt: NVIDIA/TensorRT-LLM
+    cpp/tensorrt_llm/batch_manager/llmRequest.cpp, ``LlmRequest::validate``, commit
+    119c6e60e65e5ecec4e97afdb6ea584f674aed24), else the server's cap; an operator's
     ``default_max_tokens`` instead where one is configured."""
+    cap = served.policy.max_tokens
     if requested is not None:
         if requested > cap:
             raise InvalidRequest(
                 ((param,), f" is {requested}; this gateway allows at most {cap}"), param=param
             )
         return requested
-    if served.config.default_max_tokens is not None:
-        return min(served.config.default_max_tokens, cap)
+    if served.policy.default_max_tokens is not None:
+        return served.policy.default_max_tokens
     return served.max_seq_len or cap
 
 
@@ -190,7 +191,6 @@ def fresh_seed(request: TextFields, choice: int = 0) -> int | None:
 def draft(
     request: TextFields,
     served: ServedRuntime,
-    runtime: Runtime,
     stream: bool,
     text_input: str,
     requested: tuple[int | None, str],
@@ -207,10 +207,9 @@ def draft(
     if request.ignore_eos:
         end_id = -1  # TensorRT-LLM: never stop at the end-of-sequence token
     images = media.tensor if media is not None and media.samples is None else None
-    cap = runtime.settings.generation.max_tokens
     return GenerationRequest(
         text_input=text_input,
-        max_tokens=max_tokens(*requested, served, cap),
+        max_tokens=max_tokens(*requested, served),
         stream=stream,
         sampling=Sampling(
             request.temperature, request.top_p, request.top_k, fresh_seed(request, choice)

@@ -35,7 +35,6 @@ from gateway.families.calls import LlmapiRequest, Plan, Sampling
 from gateway.families.chat_template import THINKING_SWITCHES
 from gateway.families.llmapi import IMAGE_URLS, LlmapiModel
 from gateway.pipeline._llmapi_call import LlmapiRun
-from gateway.pipeline._watchdog import Timeouts
 from gateway.pipeline.admission import admit
 from gateway.pipeline.conversation import MediaPart, ParsedChat
 from gateway.pipeline.generation import TextFields, check_total_prompt, fresh_seed, max_tokens
@@ -54,7 +53,8 @@ from gateway.pipeline.structured.request import requested_output
 from gateway.pipeline.structured.tools import ToolPlan, tool_plan
 from gateway.protocol.chat import ChatCompletionRequest
 from gateway.protocol.completions import CompletionRequest
-from gateway.runtime import Runtime, ServedRuntime
+from gateway.served import ServedRuntime
+from gateway.services import Media
 from gateway.triton.contract import ModelContract
 from gateway.triton.llmapi import llmapi_inputs
 from gateway.triton.replicas.keys import prompt_key
@@ -200,7 +200,7 @@ def render_text(
 
 async def prepare_llmapi_chat(
     request: ChatCompletionRequest,
-    runtime: Runtime,
+    media: Media,
     served: ServedRuntime,
     contract: ModelContract,
     parsed: ParsedChat,
@@ -213,10 +213,10 @@ async def prepare_llmapi_chat(
     tools = tool_plan(request, served.family)
     refuse_guide(requested_output(request, tools))
     refuse_media_kinds(parsed.media)
-    admit(served.capabilities, parsed.media, runtime.settings.media)
+    admit(served.capabilities, parsed.media, media.settings)
     check_markers(llmapi, parsed.conversation)
     effort = reasoning_effort(request)
-    limits = runtime.settings.generation
+    limits = served.policy
     if parsed.media:
         text = image_prompt(parsed, tools, effort)
         args = (llmapi, text, len(parsed.media), limits.max_prompt_chars)
@@ -234,17 +234,16 @@ async def prepare_llmapi_chat(
     parser = tools.parser(served.family, request.stream) if tools is not None else None
     param = "max_completion_tokens" if request.max_completion_tokens else "max_tokens"
     stops = tuple(dict.fromkeys([*request.stop_list, *served.family.stop_strings]))
-    calls = await _calls(request, runtime, served, prompt, (request.requested_max_tokens, param))
+    calls = await _calls(request, media, served, prompt, (request.requested_max_tokens, param))
     reasoning = await reasoning_output(served)  # the output side: <think> split off the answer
     return [
-        _prepared(served, contract, c, stops, len(parsed.media), runtime, key, parser, reasoning)
+        _prepared(served, contract, c, stops, len(parsed.media), key, parser, reasoning)
         for c, key in calls
     ]
 
 
 async def prepare_llmapi_completion(
     request: CompletionRequest,
-    runtime: Runtime,
     served: ServedRuntime,
     contract: ModelContract,
     prompts: Sequence[str],
@@ -262,33 +261,34 @@ async def prepare_llmapi_completion(
         check_prompt_tokens(tokens, served, "prompt")
         calls = await _calls(
             request,
-            runtime,
+            None,
             served,
             LlmapiPrompt(prompt, tokens),
             (request.max_tokens, "max_tokens"),
         )
-        prepared += [_prepared(served, contract, c, stops, 0, runtime, k, None) for c, k in calls]
+        prepared += [_prepared(served, contract, c, stops, 0, k, None) for c, k in calls]
     return prepared
 
 
 async def _calls(
     request: TextFields,
-    runtime: Runtime,
+    media: Media | None,
     served: ServedRuntime,
     prompt: LlmapiPrompt,
     requested: tuple[int | None, str],
     best_of: int | None = None,
 ) -> list[tuple[LlmapiRequest, int | None]]:
-    """One call per choice, each with a seed of its own, and its affinity key."""
+    """One call per choice, each with a seed of its own, and its affinity key. ``media``
+    fetches the prompt's images (a request with none: None)."""
     urls: tuple[str, ...] = ()
     extra_id = None
     if prompt.images:
-        media = await prepare_media(prompt.images, replace(served, family=IMAGE_URLS), runtime)
-        assert media is not None and media.tensor is not None  # images were asked for
-        urls = tuple(url.decode("ascii") for url in media.tensor[1])
-        extra_id = media.extra_id
-    cap = runtime.settings.generation.max_tokens
-    limit = max_tokens(*requested, served, cap)
+        assert media is not None  # a chat request's images come with its media service
+        images = await prepare_media(prompt.images, replace(served, family=IMAGE_URLS), media)
+        assert images is not None and images.tensor is not None  # images were asked for
+        urls = tuple(url.decode("ascii") for url in images.tensor[1])
+        extra_id = images.extra_id
+    limit = max_tokens(*requested, served)
     stops = tuple(getattr(request, "stop_list", None) or ())
     key = prompt_key(extra_id, prompt.text_input, served.tokens_per_block)
     calls = []
@@ -318,7 +318,6 @@ def _prepared(
     call: LlmapiRequest,
     stops: tuple[str, ...],
     media_items: int,
-    runtime: Runtime,
     key: int | None,
     parser: Any,
     reasoning: ReasoningOutput | None = None,
@@ -329,6 +328,6 @@ def _prepared(
     inputs = llmapi_inputs(call, contract, served.config.id)
     return Prepared(
         served, contract, Plan((call,)), stops, media_items, None, inputs,
-        Timeouts.of(runtime.settings.upstream), None, key, tool_parser=parser,
+        served.policy.timeouts, None, key, tool_parser=parser,
         reasoning=reasoning, runner=LlmapiRun,
     )  # fmt: skip

@@ -13,7 +13,7 @@ from gateway.pipeline.conversation import MediaPart
 from gateway.pipeline.generation import TextFields
 from gateway.pipeline.structured.guides import Asked
 from gateway.protocol.chat import ChatCompletionRequest
-from gateway.runtime import ServedRuntime
+from gateway.served import ServedRuntime
 
 _NO_INPUT = (
     "NVIDIA's llmapi Triton model reads no {input} input (helpers.py "

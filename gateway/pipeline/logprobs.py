@@ -21,7 +21,7 @@ import numpy as np
 from gateway.errors import InvalidRequest, UpstreamFailed
 from gateway.families.calls import Scored, TokenLogprob
 from gateway.families.vocabulary import Vocabulary
-from gateway.runtime import ServedRuntime
+from gateway.served import ServedRuntime
 from gateway.triton.contract import ModelContract
 
 LOG_PROBS_FLAG = "return_log_probs"

@@ -54,7 +54,8 @@ from gateway.pipeline.admission import admit
 from gateway.pipeline.conversation import MediaPart
 from gateway.protocol.chat import MediaIOKwargs
 from gateway.protocol.common import MediaTokens
-from gateway.runtime import Runtime, ServedRuntime
+from gateway.served import ServedRuntime
+from gateway.services import Media
 
 __all__ = [
     "PreparedMedia",
@@ -105,18 +106,18 @@ def video_sampling(
 async def prepare_media(
     parts: Sequence[MediaPart],
     served: ServedRuntime,
-    runtime: Runtime,
+    media: Media,
     options: MediaIOKwargs | None = None,
 ) -> PreparedMedia | None:
     """Fetch, decode and prepare every part; the first failure is the request's error."""
     if not parts:
         return None
-    limits = runtime.settings.media
+    limits = media.settings
     # The request's preparation admitted these parts with its conversation; admitting them
     # again here (no I/O, no pixels) keeps every caller of this fetch behind the same gate.
     admit(served.capabilities, parts, limits)
     if parts[0].kind == "audio":
-        return await _prepare_audio(parts, runtime)
+        return await _prepare_audio(parts, media)
     family = served.family
     sampling = video_sampling(options, family, limits.video) if parts[0].kind == "video" else None
     name = family.video_tensor if sampling is not None else family.image_tensor
@@ -132,7 +133,7 @@ async def prepare_media(
             draft += "|detail=" + ",".join(details)
         digest = image_digest_inputs(served.config.id, family, draft, salt)
     only = digest if len(parts) == 1 else None  # one item: its job hashes it where it runs
-    loads = (_load(part, served, runtime, sampling, only) for part in parts)
+    loads = (_load(part, served, media, sampling, only) for part in parts)
     results = await asyncio.gather(*loads, return_exceptions=True)
     items = _successes(results, parts)
     tensor, content = await _stack(family, items, sampling is not None, digest)
@@ -142,7 +143,7 @@ async def prepare_media(
         sizes = (family.image_sizes_tensor, array) if array is not None else None
     tokens = media_tokens(family, items, sampling is not None)
     check_image_budget(tokens, served, limits)
-    extra_id = runtime.media.extra_ids.extra_id(content)
+    extra_id = media.plane.extra_ids.extra_id(content)
     return PreparedMedia((name, tensor), extra_id, len(parts), sizes, tokens=tokens)
 
 
@@ -165,7 +166,7 @@ async def _stack(
     return await asyncio.to_thread(work)
 
 
-async def _prepare_audio(parts: Sequence[MediaPart], runtime: Runtime) -> PreparedMedia:
+async def _prepare_audio(parts: Sequence[MediaPart], media: Media) -> PreparedMedia:
     """One audio clip -> its samples (the wire carries one clip per request)."""
     if len(parts) > 1:
         raise TooManyMediaItems(
@@ -173,23 +174,23 @@ async def _prepare_audio(parts: Sequence[MediaPart], runtime: Runtime) -> Prepar
             param="messages",
         )
     part = parts[0]
-    limits = runtime.media.limits.audio
+    limits = media.plane.limits.audio
     try:
-        item = await _decode(part, runtime, await _bytes(part, runtime), prepare_audio, limits)
+        item = await _decode(part, media, await _bytes(part, media), prepare_audio, limits)
     except GatewayError as exc:
         raise exc.located(part.where) from exc  # as every image and video part is named
     return PreparedMedia(None, None, 1, samples=item.array)
 
 
-async def decode_upload(data: bytes, runtime: Runtime) -> np.ndarray[Any, Any]:
+async def decode_upload(data: bytes, media: Media) -> np.ndarray[Any, Any]:
     """An uploaded audio file -> 16 kHz mono samples, in the offload pool, within the limits."""
-    metrics = runtime.metrics
+    metrics = media.metrics
     metrics.media_fetched("audio", 0.0, len(data))  # an upload: its bytes are already here
     try:
-        item: PreparedItem = await runtime.media.decoder.run(
+        item: PreparedItem = await media.plane.decoder.run(
             prepare_audio,
             data,
-            runtime.media.limits.audio,
+            media.plane.limits.audio,
             what="the audio",
             on_wait=lambda seconds: metrics.queued("decode", seconds),
         )
@@ -206,43 +207,43 @@ def _draft_option(family: Family, limits: ImageSettings) -> str:
 async def _load(
     part: MediaPart,
     served: ServedRuntime,
-    runtime: Runtime,
+    media: Media,
     sampling: FrameSampling | None,
     digest: DigestInputs | None,
 ) -> PreparedItem:
     """Fetch one part, then prepare it: a still image the header bounds in the thread lane,
     anything else (or one the lane refuses) in a worker process."""
-    data = await _bytes(part, runtime)
-    limits = runtime.media.limits  # built once, not for each item
+    data = await _bytes(part, media)
+    limits = media.plane.limits  # built once, not for each item
     if part.kind == "video":
         assert sampling is not None
         args: tuple[Any, ...] = (limits.video, sampling, served.family, digest)
-        return await _decode(part, runtime, data, prepare_video, *args)
+        return await _decode(part, media, data, prepare_video, *args)
     image_limits = limits.image
-    args = (served.family, runtime.settings.media.image.jpeg_draft_margin, digest, part.detail)
+    args = (served.family, media.settings.image.jpeg_draft_margin, digest, part.detail)
     assert isinstance(data, bytes)  # a list of frames is refused unless the part is a video
-    check_header_budget(data, part, served, runtime.settings.media)
-    lane = runtime.media.decoder.threads
+    check_header_budget(data, part, served, media.settings)
+    lane = media.plane.decoder.threads
     item = None
     if lane is not None and lane.limits.takes(data):
         try:
-            lane_limits = runtime.media.lane_image
-            item = await _decode(part, runtime, data, prepare_image, lane_limits, *args, lane=lane)
+            lane_limits = media.plane.lane_image
+            item = await _decode(part, media, data, prepare_image, lane_limits, *args, lane=lane)
         except MediaTooLarge:
             pass  # PIL saw more than the header said: the worker decides, under every limit
     if item is None:
-        item = await _decode(part, runtime, data, prepare_image, image_limits, *args)
+        item = await _decode(part, media, data, prepare_image, image_limits, *args)
     return replace(item, source=data)  # kept for a several-image request's digest
 
 
-async def _bytes(part: MediaPart, runtime: Runtime) -> bytes | FrameList:
+async def _bytes(part: MediaPart, media: Media) -> bytes | FrameList:
     """The part's bytes: fetched (http, https, data:, file:) or its base64 ``input_audio``;
     a video's list of frames (``data:video/jpeg``) as it came."""
     started = time.perf_counter()
     data: bytes | FrameList
     try:
         if part.url is not None:
-            fetched = await runtime.media.fetcher.fetch(part.url)
+            fetched = await media.plane.fetcher.fetch(part.url)
             data = fetched if isinstance(fetched, FrameList) else fetched.data
             if isinstance(data, FrameList) and part.kind != "video":
                 raise MediaURLError(
@@ -250,28 +251,28 @@ async def _bytes(part: MediaPart, runtime: Runtime) -> bytes | FrameList:
                     "it in a video_url part."
                 )
         else:
-            limit = runtime.media.limits.max_bytes
+            limit = media.plane.limits.max_bytes
             data = decode_base64_payload(part.data or "", limit, "input_audio.data")
     except MediaURLError as exc:
         code = f"invalid_{part.kind}_url" if part.url is not None else "invalid_media"
         raise exc.revised(code=code) from exc
     size = data.size if isinstance(data, FrameList) else len(data)
-    runtime.metrics.media_fetched(part.kind, time.perf_counter() - started, size)
+    media.metrics.media_fetched(part.kind, time.perf_counter() - started, size)
     phase("media.fetch", started, bytes=size)
     return data
 
 
 async def _decode(
     part: MediaPart,
-    runtime: Runtime,
+    media: Media,
     data: bytes | FrameList,
     job: Any,
     *args: Any,
     lane: ThreadLane | None = None,
 ) -> PreparedItem:
     """Run ``job(data, *args)`` in the offload pool (or ``lane``) and report its timings."""
-    metrics = runtime.metrics
-    run = lane.run if lane is not None else runtime.media.decoder.run
+    metrics = media.metrics
+    run = lane.run if lane is not None else media.plane.decoder.run
     submitted = time.perf_counter()
     item: PreparedItem = await run(
         job,

@@ -30,7 +30,7 @@ from gateway.families.events import (
 from gateway.families.reasoning import REASONING_PARSERS, ReasoningFormat, Split
 from gateway.location import location_of
 from gateway.pipeline.structured.guides import Asked
-from gateway.runtime import ServedRuntime
+from gateway.served import ServedRuntime
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from gateway.pipeline.logprobs import LogprobsAsked, ScoredText
 from gateway.pipeline.lora import LoraChoice
 from gateway.pipeline.reasoning import ReasoningOutput
 from gateway.protocol.common import MediaTokens
-from gateway.runtime import ServedRuntime
+from gateway.served import ServedRuntime
 from gateway.streaming.text import StopMatcher
 from gateway.triton.contract import ModelContract
 from gateway.triton.replicas.keys import routing_key

@@ -29,8 +29,9 @@ from gateway.pipeline.responses_names import ResponsesNames
 from gateway.protocol.chat import ChatCompletionRequest
 from gateway.protocol.invalid import invalid_request
 from gateway.protocol.responses import FunctionTool, ResponsesRequest
-from gateway.runtime import Runtime
-from gateway.store import StoredResponse
+from gateway.served import Models, ServedRuntime
+from gateway.services import Preparation
+from gateway.store import ResponseStore, StoredResponse
 from gateway.streaming.response_events import ResponseBuilder
 
 # include values: the input images' URLs are always listed; the others need what is not here.
@@ -234,23 +235,25 @@ def echo(request: ResponsesRequest) -> dict[str, Any]:
 
 async def draft_response(
     request: ResponsesRequest,
-    runtime: Runtime,
+    models: Models,
+    store: ResponseStore,
+    max_stored_bytes: int,
     scope: str,
     builder: ResponseBuilder,
     names: ResponsesNames | None = None,
 ) -> ResponseJob:
     """Refusals, the conversation rebuilt, the chat request: all before any media work.
     ``names`` (the route's, which writes its errors with them) learns where each chat message
-    came from."""
+    came from; ``max_stored_bytes``: [responses]."""
     refuse_unsupported(request)
-    runtime.model(request.model)  # 404 for an unknown model before the store is read
+    models.model(request.model)  # 404 for an unknown model before the store is read
     items = normalise(request.input) if request.input is not None else []
     names = names if names is not None else ResponsesNames()
     messages = ChatMessages(origins=names.origins)
     if request.instructions:
         messages.add({"role": "system", "content": request.instructions}, ("instructions",))
     if request.previous_response_id is not None:
-        chain = await runtime.store.chain(request.previous_response_id, scope)
+        chain = await store.chain(request.previous_response_id, scope)
         if not chain or chain[0].previous_id is not None:
             raise InvalidRequest(
                 f"previous response {echoed(request.previous_response_id)} was not found, or a "
@@ -260,7 +263,7 @@ async def draft_response(
         to_chat(conversation(chain), messages, ("previous_response_id",))
     continued = conversation_id(request)
     if continued is not None:
-        earlier = await runtime.store.conversation_items(continued, scope)
+        earlier = await store.conversation_items(continued, scope)
         if earlier is None:
             raise NotFound(
                 f"No conversation with id {echoed(continued)} was found", param="conversation"
@@ -281,8 +284,8 @@ async def draft_response(
         raise invalid_request(exc) from None
     job = ResponseJob(request, scope, items, chat, names, builder, continued)
     if request.store or continued:  # what could not be stored is refused before any work
-        size = check_stored_size(job, runtime.settings.responses.max_stored_bytes)
-        await runtime.store.check_room(scope, size)
+        size = check_stored_size(job, max_stored_bytes)
+        await store.check_room(scope, size)
     return job
 
 
@@ -308,24 +311,26 @@ def check_stored_size(job: ResponseJob, limit: int) -> int:
     return size
 
 
-async def prepare_response(job: ResponseJob, runtime: Runtime) -> list[Prepared]:
+async def prepare_response(
+    job: ResponseJob, served: ServedRuntime, services: Preparation
+) -> list[Prepared]:
     """``prepare_chat``: its refusals name chat's fields, which ``job.names`` renames when
     the route writes the error."""
-    return await prepare_chat(job.chat, runtime)
+    return await prepare_chat(job.chat, served, services)
 
 
-async def append_turn(job: ResponseJob, final: dict[str, Any], runtime: Runtime) -> None:
+async def append_turn(job: ResponseJob, final: dict[str, Any], store: ResponseStore) -> None:
     """The request's input and the response's output, appended to its conversation."""
     assert job.conversation_id is not None
     turn = [*job.input_items, *final["output"]]
-    if not await runtime.store.add_items(job.conversation_id, job.scope, turn):
+    if not await store.add_items(job.conversation_id, job.scope, turn):
         raise NotFound(
             f"conversation '{job.conversation_id}' was deleted while this response was "
             "generated", param="conversation",
         )  # fmt: skip
 
 
-async def stored(events: Relay, job: ResponseJob, runtime: Runtime) -> Relay:
+async def stored(events: Relay, job: ResponseJob, store: ResponseStore) -> Relay:
     """The relay's events, each added to the response first; at the end the response is
     stored (when asked) before its ``Done`` goes on, so it can be read or continued as soon as
     the client has it."""
@@ -335,13 +340,13 @@ async def stored(events: Relay, job: ResponseJob, runtime: Runtime) -> Relay:
             if isinstance(event, Done):
                 final = builder.finish(event.outcome)
                 if job.request.store:  # a background run leaves a cancel as it is
-                    await runtime.store.put(
+                    await store.put(
                         StoredResponse(builder.id, job.scope, time.time(),
                                        job.request.previous_response_id, final, job.input_items),
                         keep_cancelled=bool(job.request.background),
                     )  # fmt: skip
                 if job.conversation_id is not None:
-                    await append_turn(job, final, runtime)
+                    await append_turn(job, final, store)
             else:
                 builder.add(event)
             yield event

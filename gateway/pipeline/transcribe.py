@@ -17,10 +17,10 @@ import numpy as np
 from gateway.families.base import SpeechOptions
 from gateway.families.calls import GenerationRequest, Sampling
 from gateway.media.vad import TurnDetection, speech_spans
-from gateway.pipeline._watchdog import Timeouts
 from gateway.pipeline.media import decode_upload
 from gateway.pipeline.relay import Prepared, family_plan, prepared
-from gateway.runtime import Runtime, ServedRuntime
+from gateway.served import ServedRuntime
+from gateway.services import Media
 
 
 @dataclass(frozen=True)
@@ -42,20 +42,19 @@ async def check_transcription(served: ServedRuntime, job: TranscriptionJob) -> T
 
 
 async def prepare_transcription(
-    served: ServedRuntime, job: TranscriptionJob, upload: bytes, runtime: Runtime, stream: bool
+    served: ServedRuntime, job: TranscriptionJob, upload: bytes, media: Media, stream: bool
 ) -> Prepared:
     """Check the job, decode the upload and plan the calls (all before the first byte).
     ``stream``: the caller streams, so Triton is asked to (when the deployment is decoupled)."""
     job = await check_transcription(served, job)
-    samples = await decode_upload(upload, runtime)
-    return await prepare_samples(served, job, samples, runtime, stream)
+    samples = await decode_upload(upload, media)
+    return await prepare_samples(served, job, samples, stream)
 
 
 async def prepare_samples(
     served: ServedRuntime,
     job: TranscriptionJob,
     samples: np.ndarray[Any, Any],
-    runtime: Runtime,
     stream: bool,
 ) -> Prepared:
     """Plan the calls for audio already decoded (16 kHz mono float32): an upload's, or an
@@ -66,10 +65,10 @@ async def prepare_samples(
         job = replace(job, speech=replace(job.speech, find_speech=finder))
     draft = GenerationRequest(
         text_input="",
-        max_tokens=runtime.settings.generation.max_tokens,
+        max_tokens=served.policy.max_tokens,
         stream=stream and contract.decoupled,
         sampling=job.sampling,
     )
     plan = await family_plan(served, draft, samples, job.speech)
-    timeouts = Timeouts.of(runtime.settings.upstream)
+    timeouts = served.policy.timeouts
     return prepared(served, contract, plan, media_items=1, timeouts=timeouts)

@@ -117,7 +117,9 @@ async def _serve(request: Request, runtime: Runtime, task: Task) -> Response:
     upload = form.file
 
     async def begin() -> Events:
-        prepared = await prepare_transcription(served, job, upload, runtime, body.stream)
+        prepared = await prepare_transcription(
+            served, job, upload, runtime.preparation.media, body.stream
+        )
         return relay(prepared, request.state.request_id, record)
 
     def transcript_body(whole: Answer) -> Response:

@@ -75,7 +75,7 @@ async def _run(
         if job.request.stream:
             await background_stream.produce(job, prepared, runtime, request_id, record)
         else:
-            await collect(stored(relays(prepared, request_id, record), job, runtime))
+            await collect(stored(relays(prepared, request_id, record), job, runtime.store))
     except asyncio.CancelledError:
         if not _cancelled_by_request(watch):  # the process is stopping
             failed = builder.failed(GatewayError("the gateway stopped before it finished"))

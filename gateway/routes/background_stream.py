@@ -66,7 +66,7 @@ async def produce(
 ) -> None:  # fmt: skip
     """The run of a streamed background response: its events into the store."""
     log = EventLog(runtime.store, job.builder.id)
-    events = stored(relays(prepared, request_id, record), job, runtime)
+    events = stored(relays(prepared, request_id, record), job, runtime.store)
     try:
         first = await first_item(events)
         async for chunk in stream_events(first, events, ResponseEvents(job.builder)):

@@ -26,7 +26,7 @@ async def chat_completions(request: Request, runtime: RuntimeDep) -> Response:
     completion_id = new_completion_id()
 
     async def begin() -> Events:
-        prepared = await prepare_chat(body, runtime)
+        prepared = await prepare_chat(body, runtime.model(body.model), runtime.preparation)
         record.media_items = prepared[0].media_items
         return relays(prepared, request.state.request_id, record)
 

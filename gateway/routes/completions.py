@@ -29,7 +29,7 @@ async def completions(request: Request, runtime: RuntimeDep) -> Response:
     echoed = [p for p in prompts for _ in range(body.n)] if body.echo else []
 
     async def begin() -> Events:
-        prepared = await prepare_completion(body, runtime)
+        prepared = await prepare_completion(body, runtime.model(body.model), runtime.preparation)
         return relays(prepared, request.state.request_id, record)
 
     choices = len(prompts) * body.n

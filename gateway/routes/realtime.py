@@ -51,7 +51,9 @@ async def realtime(websocket: WebSocket, runtime: RuntimeDep) -> None:
         offered = websocket.scope.get("subprotocols", [])
         await websocket.accept(BROWSER_PROTOCOL if BROWSER_PROTOCOL in offered else None)
         outbox = Outbox(runtime.settings.realtime.max_pending_events)
-        session = RealtimeSession(runtime, config, outbox)
+        session = RealtimeSession(
+            runtime, runtime.settings.realtime, runtime.metrics.realtime, config, outbox
+        )
         async with sessions.holding(session):
             await _serve(websocket, session)
         log.info("realtime session", extra={"fields": session.log_fields()})
@@ -81,7 +83,7 @@ async def _opening_config(websocket: WebSocket, runtime: Runtime) -> SessionConf
             param="intent",
             code="unsupported_session_type",
         )
-    model = query.get("model") or speech.default_model(runtime)
+    model = query.get("model") or speech.default_model(runtime.models)
     config = SessionConfig(model=model, turn_detection=SERVER_VAD if vad_available() else None)
     if model is not None:
         await speech.check(runtime, config)

@@ -17,7 +17,9 @@ from fastapi.responses import JSONResponse, Response
 from gateway.auth import key_id
 from gateway.errors import InvalidRequest, NotFound, UpstreamFailed, echoed
 from gateway.observability.record import record_of
+from gateway.pipeline.relay import Prepared
 from gateway.pipeline.responses_job import (
+    ResponseJob,
     conversation,
     draft_response,
     echo,
@@ -52,16 +54,16 @@ async def create_response(request: Request, runtime: RuntimeDep) -> Response:
     name_fields(request, names)
 
     if body.background:  # prepared here (so a bad request is still a 400), run detached
-        job = await draft_response(body, runtime, key_id(request.state), builder, names)
-        prepared = await prepare_response(job, runtime)
+        job = await _draft(body, runtime, request, builder, names)
+        prepared = await _prepare(job, runtime)
         return await background.start(job, prepared, runtime, request.state.request_id, record)
 
     async def begin() -> Events:
-        job = await draft_response(body, runtime, key_id(request.state), builder, names)
-        prepared = await prepare_response(job, runtime)
+        job = await _draft(body, runtime, request, builder, names)
+        prepared = await _prepare(job, runtime)
         record.media_items = prepared[0].media_items
         events = relays(prepared, request.state.request_id, record)
-        return stored(events, job, runtime)
+        return stored(events, job, runtime.store)
 
     def json_body(whole: Answer) -> Response:
         assert builder.final is not None  # built when the outcome passed through ``stored``
@@ -88,7 +90,7 @@ async def count_input_tokens(request: Request, runtime: RuntimeDep) -> Response:
     name_fields(request, names)
 
     async def begin() -> Events:
-        job = await draft_response(body, runtime, key_id(request.state), builder, names)
+        job = await _draft(body, runtime, request, builder, names)
         contract = await runtime.model(body.model).get_contract()
         if not {"return_num_input_tokens", "num_input_tokens"} <= {
             *contract.inputs,
@@ -100,7 +102,7 @@ async def count_input_tokens(request: Request, runtime: RuntimeDep) -> Response:
                 "counted",
                 param="model", code="unsupported_model",
             )  # fmt: skip
-        prepared = await prepare_response(job, runtime)
+        prepared = await _prepare(job, runtime)
         return relays(prepared, request.state.request_id, record)
 
     def json_body(whole: Answer) -> Response:
@@ -112,6 +114,24 @@ async def count_input_tokens(request: Request, runtime: RuntimeDep) -> Response:
         return JSONResponse({"object": "response.input_tokens", "input_tokens": counted})
 
     return await answer(request, begin, None, json_body)
+
+
+async def _draft(
+    body: ResponsesRequest,
+    runtime: Runtime,
+    request: Request,
+    builder: ResponseBuilder,
+    names: ResponsesNames,
+) -> ResponseJob:
+    """The request drafted as a chat request, against the runtime's models and store."""
+    limit = runtime.settings.responses.max_stored_bytes
+    scope = key_id(request.state)
+    return await draft_response(body, runtime, runtime.store, limit, scope, builder, names)
+
+
+async def _prepare(job: ResponseJob, runtime: Runtime) -> list[Prepared]:
+    """The drafted job prepared for the model it names, with the runtime's services."""
+    return await prepare_response(job, runtime.model(job.chat.model), runtime.preparation)
 
 
 async def _stored(request: Request, runtime: Runtime, response_id: str) -> StoredResponse:

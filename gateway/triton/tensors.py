@@ -199,7 +199,11 @@ def _image_tensor(
     assert spec is not None, f"images to a deployment without {name!r}"
     try:
         return _declared_tensor(name, array, contract)
-    except ValueError:  # e.g. several images to a v0.19 ensemble declaring [3, -1, -1]
+    except ValueError:
+        # Admitted: admit refused more images than the declared dims carry (several images
+        # to a v0.19 ensemble declaring [3, -1, -1]: ``Capabilities.tensor_max_images``).
+        # What is left is known only once the image is prepared: a tensor whose extra axis
+        # is not the image count (one image's anyres tiles) on dims without room for it.
         raise InvalidRequest(
             f"this model's Triton deployment declares {name!r} with dims {list(spec.dims)}: "
             f"it cannot take a tensor of shape {list(array.shape)} (one image per request?)",

@@ -79,23 +79,24 @@ def test_image_mode_sends_one_jpeg_both_ways(tmp_path: Path) -> None:
 
 async def test_the_direct_grpc_tensors_are_those_the_gateway_sends() -> None:
     from bench.images import image_load
-    from gateway.config import ServedModel, Settings
+    from gateway.config import MediaSettings, ServedModel
     from gateway.families.registry import get_family
     from gateway.media.fetch import MediaFetcher
-    from gateway.media.identity import ExtraIdRegistry
     from gateway.media.offload import Offloader
+    from gateway.observability.metrics import GatewayMetrics
     from gateway.pipeline.conversation import MediaPart
     from gateway.pipeline.media import prepare_media
-    from gateway.runtime import Runtime, ServedRuntime
+    from gateway.served import ServedRuntime
+    from gateway.services import Media
 
     load = image_load(336, "loadgen")
     offload, fetcher = Offloader(), MediaFetcher()
-    runtime = Runtime(Settings(), {}, {}, fetcher, ExtraIdRegistry(), offload)
+    media = Media.of(fetcher, offload, MediaSettings(), GatewayMetrics())
     config = ServedModel(id="loadgen", family="llava", triton_model="t", triton_url="fake:1")
     served = ServedRuntime(config, get_family("llava"), client=None)  # type: ignore[arg-type]
     try:
         part = MediaPart("image", "messages[0].content[1]", url=load.data_url)
-        prepared = await prepare_media([part], served, runtime)
+        prepared = await prepare_media([part], served, media)
     finally:
         await fetcher.aclose()
         await offload.aclose()

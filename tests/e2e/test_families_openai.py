@@ -49,8 +49,8 @@ RUNNER_DECODER_PROMPT = {"nougat": "<s>"}
 
 def expected_request(family_name: str, question: str, image: bytes) -> GenerationRequest:
     """What the gateway should send for one user turn with one image, as a kit request."""
-    family = get_family(family_name)
-    family.engine_images(REFERENCE_OPTIONS.get(family_name, {}).get("max_images"))
+    max_images = REFERENCE_OPTIONS.get(family_name, {}).get("max_images")
+    family = get_family(family_name).engine_images(max_images)
     text = family.render(Conversation(None, (Turn("user", question, 1),)))
     decoded = decode_image(image, ImageLimits())
     images = family.stack_images([family.prepare_image(decoded)])[0]

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 from pydantic import TypeAdapter, ValidationError
 
+from gateway.config import RealtimeSettings
 from gateway.errors import ClientError, GatewayError, InvalidRequest, UpstreamUnavailable
 from gateway.families.calls import Outcome
 from gateway.media.pcm import PcmStream
@@ -41,6 +42,7 @@ from gateway.media.vad import (
     load_detector,
     vad_available,
 )
+from gateway.observability.realtime_metrics import RealtimeMetrics
 from gateway.pipeline.realtime import speech
 from gateway.pipeline.realtime.buffer import SAMPLE_RATE, AudioBuffer, to_ms
 from gateway.pipeline.realtime.config import SessionConfig
@@ -56,7 +58,7 @@ from gateway.protocol.realtime import (
     SessionUpdate,
     event_type_of,
 )
-from gateway.runtime import Runtime
+from gateway.served import Models
 from gateway.streaming import realtime as events
 
 log = logging.getLogger(__name__)
@@ -72,9 +74,17 @@ class Utterance:
 
 
 class RealtimeSession:
-    def __init__(self, runtime: Runtime, config: SessionConfig, outbox: Outbox) -> None:
-        self.runtime = runtime
-        self.limits = runtime.settings.realtime
+    def __init__(
+        self,
+        models: Models,
+        limits: RealtimeSettings,
+        metrics: RealtimeMetrics,
+        config: SessionConfig,
+        outbox: Outbox,
+    ) -> None:
+        self.models = models  # where each utterance's model is looked up (and checked)
+        self.limits = limits
+        self.metrics = metrics
         self.id = events.new_id("sess")
         self.config = config
         self.outbox = outbox
@@ -175,7 +185,7 @@ class RealtimeSession:
 
     async def _update(self, event: SessionUpdate) -> None:
         config = self.config.updated(event.session)
-        await speech.check(self.runtime, config)  # refuses before anything changes
+        await speech.check(self.models, config)  # refuses before anything changes
         if config.turn_detection is not None and not vad_available():
             raise VadUnavailable(
                 "server_vad needs the voice-activity detector, which is not installed: "
@@ -227,9 +237,7 @@ class RealtimeSession:
         turns = self._detector()
         self.buffer.append(samples)
         self.audio_samples += int(samples.size)
-        self.runtime.metrics.realtime.audio_seconds.labels(self.config.model or "").inc(
-            samples.size / SAMPLE_RATE
-        )
+        self.metrics.audio_seconds.labels(self.config.model or "").inc(samples.size / SAMPLE_RATE)
         if turns is None:
             return
         for turn in turns.feed(samples):
@@ -293,7 +301,7 @@ class RealtimeSession:
 
     async def _transcribe(self, utterance: Utterance) -> None:
         model = self.config.model or ""
-        counted = self.runtime.metrics.realtime
+        counted = self.metrics
         outcome = "cancelled"
         try:
             text = await self._relay(utterance)
@@ -318,7 +326,7 @@ class RealtimeSession:
         """The utterance's text, sent as deltas while Triton writes it."""
         parts: list[str] = []
         request_id = f"{self.id}-{utterance.item_id}"
-        async for piece in speech.transcribe(self.runtime, self.config, utterance.samples,
+        async for piece in speech.transcribe(self.models, self.config, utterance.samples,
                                              request_id):  # fmt: skip
             if isinstance(piece, Outcome):
                 whole = piece.transcript.text if piece.transcript is not None else ""

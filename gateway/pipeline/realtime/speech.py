@@ -7,7 +7,7 @@ prompt and streaming all apply; only the decoding differs (the session's PCM str
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 import numpy as np
@@ -20,12 +20,12 @@ from gateway.families.events import ChoiceDone, Done, ReasoningDelta, TextDelta,
 from gateway.pipeline.realtime.config import SessionConfig
 from gateway.pipeline.relay import relay
 from gateway.pipeline.transcribe import TranscriptionJob, check_transcription, prepare_samples
-from gateway.runtime import Runtime, ServedRuntime
+from gateway.served import Models, ServedRuntime
 
 
-def default_model(runtime: Runtime) -> str | None:
+def default_model(models: Mapping[str, ServedRuntime]) -> str | None:
     """The first served model that takes audio: a session that names none uses it."""
-    for model_id, served in runtime.models.items():
+    for model_id, served in models.items():
         if served.family.accepts_audio:
             return model_id
     return None
@@ -37,18 +37,18 @@ def _job(config: SessionConfig) -> TranscriptionJob:
     )
 
 
-def _served(runtime: Runtime, config: SessionConfig) -> ServedRuntime:
+def _served(models: Models, config: SessionConfig) -> ServedRuntime:
     if config.model is None:
         raise InvalidRequest(
             "no speech model is served: set session.audio.input.transcription.model",
             param="session.audio.input.transcription.model",
         )
-    return runtime.model(config.model)  # ModelNotFound: 404 model_not_found
+    return models.model(config.model)  # ModelNotFound: 404 model_not_found
 
 
-async def check(runtime: Runtime, config: SessionConfig) -> TranscriptionJob:
+async def check(models: Models, config: SessionConfig) -> TranscriptionJob:
     """The model exists and transcribes, and takes the language and prompt: else a 4xx."""
-    served = _served(runtime, config)
+    served = _served(models, config)
     try:
         return await check_transcription(served, _job(config))
     except InvalidRequest as exc:
@@ -58,14 +58,14 @@ async def check(runtime: Runtime, config: SessionConfig) -> TranscriptionJob:
 
 
 async def transcribe(
-    runtime: Runtime, config: SessionConfig, samples: np.ndarray[Any, Any], request_id: str
+    models: Models, config: SessionConfig, samples: np.ndarray[Any, Any], request_id: str
 ) -> AsyncGenerator[str | Outcome, None]:
     """The utterance's text as Triton writes it (int16 ``samples`` at 16 kHz), then the
     ``Outcome``. Closing the iterator cancels the Triton requests."""
-    served = _served(runtime, config)
-    job = await check(runtime, config)
+    served = _served(models, config)
+    job = await check(models, config)
     audio = samples.astype(np.float32) / 32768.0
-    prepared = await prepare_samples(served, job, audio, runtime, stream=True)
+    prepared = await prepare_samples(served, job, audio, stream=True)
     events = relay(prepared, request_id)
     try:
         async for event in events:

@@ -19,10 +19,9 @@ from typing import Any
 
 from gateway.errors import InvalidRequest
 from gateway.families.calls import Guide
+from gateway.guides import GuideChecker
 from gateway.location import Location
-from gateway.pipeline.structured.compile import guide_error
 from gateway.protocol.structured import ResponseFormat
-from gateway.runtime import Runtime
 from gateway.triton.contract import ModelContract
 from gateway.triton.tensors import GUIDE_INPUTS
 
@@ -167,7 +166,7 @@ async def check_guide(
     asked: Asked,
     contract: ModelContract,
     model_id: str,
-    runtime: Runtime,
+    guides: GuideChecker,
     suspects: Sequence[Asked] = (),
 ) -> Guide:
     """The guide, once the served model can take it and the grammar engine compiles it. When
@@ -186,20 +185,14 @@ async def check_guide(
             param=asked.param,
             code="unsupported_parameter",
         )
-    error = await _error(asked, runtime)
+    error = await guides.error(asked.guide)
     if error is None:
         return asked.guide
     for suspect in suspects:
-        own = await _error(suspect, runtime)
+        own = await guides.error(suspect.guide)
         if own is not None:
             raise _invalid(suspect, own)
     raise _invalid(asked, error)
-
-
-async def _error(asked: Asked, runtime: Runtime) -> str | None:
-    return await guide_error(
-        asked.guide, runtime.settings.guides, runtime.guide_sandbox, runtime.guide_verdicts
-    )
 
 
 def _invalid(asked: Asked, error: str) -> InvalidRequest:

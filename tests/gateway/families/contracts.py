@@ -11,13 +11,12 @@ through its own module, lets ``pipeline.generation.draft`` pick the inputs and
 from __future__ import annotations
 
 from collections.abc import Sequence
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 from PIL import Image
 
-from gateway.config import ServedModel
+from gateway.config import GenerationPolicy, GenerationSettings, ServedModel
 from gateway.families.base import Conversation, Turn
 from gateway.families.calls import GenerationRequest
 from gateway.families.registry import get_family
@@ -101,9 +100,8 @@ def generation(
     **served_options: Any,
 ) -> GenerationRequest:
     """What the pipeline decides for this conversation and these images."""
-    family = get_family(family_name)
     config = ServedModel(id="m", family=family_name, triton_model="ensemble", **served_options)
-    family.engine_images(config.max_images)
+    family = get_family(family_name).engine_images(config.max_images)
     family.check_conversation(chat)
     served = ServedRuntime(config, family, client=None)  # type: ignore[arg-type]
     media = None
@@ -114,11 +112,11 @@ def generation(
         sizes = (family.image_sizes_tensor, array) if array is not None else None
         media = PreparedMedia((family.image_tensor, tensor), extra_id, len(images), sizes)
     request = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "x"}])
-    runtime = SimpleNamespace(settings=SimpleNamespace(generation=SimpleNamespace(max_tokens=64)))
+    served.use_policy(GenerationPolicy.of(config, GenerationSettings(max_tokens=64)))
     text = family.render(chat)
     stops = tuple(family.stop_strings)
     requested = (request.requested_max_tokens, "max_tokens")
-    return draft(request, served, runtime, True, text, requested, media, stops)  # type: ignore[arg-type]
+    return draft(request, served, True, text, requested, media, stops)
 
 
 def sent(

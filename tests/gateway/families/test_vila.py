@@ -14,9 +14,20 @@ from tests.gateway.families.contracts import conversation, ensemble, generation,
 
 def splitting(max_images: int | None = 4) -> Vila:
     """A VILA family for a deployment whose ``max_num_images`` is ``max_images``."""
-    family = Vila()
-    family.engine_images(max_images)
-    return family
+    return Vila().engine_images(max_images)
+
+
+def test_served_models_sharing_the_family_keep_their_own_max_images() -> None:
+    """``engine_images`` returns a configured copy (as ``bound`` does): two served models of
+    one VILA family with different ``max_images`` do not reconfigure each other, and the
+    family they started from is never changed."""
+    shared = Vila()
+    several, one = shared.engine_images(4), shared.engine_images(1)
+    chat = conversation(("user", "Describe.", 1))
+    assert several.render(chat) == "<image>\nDescribe." and several.image_limit() is None
+    assert one.render(chat) == "Describe." and one.image_limit() == 1
+    assert shared.render(chat) == "Describe." and not shared.splits_at_markers
+    assert several.engine_images(4) is several and shared.engine_images(None) is shared
 
 
 def test_one_image_marker_per_image_as_the_guide_sends() -> None:

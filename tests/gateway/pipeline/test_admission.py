@@ -30,13 +30,16 @@ def contract(*extra: tuple[str, str, list[int]]):
 
 
 def capabilities(family: str, declared, max_images: int | None = None) -> Capabilities:
+    served = get_family(family)
+    spec = declared.inputs.get(served.image_tensor or "")
     return Capabilities.of(
         "served",
-        get_family(family),
+        served,
         triton_model="m",
         contract=declared.kind,
         declares=declared.declares,
         engine_max_images=max_images,
+        image_dims=spec.dims if spec is not None else None,
     )
 
 
@@ -102,3 +105,25 @@ def test_tensor_building_only_asserts_what_admission_guarantees() -> None:
         build_inputs(GenerationRequest("x", 1, images=images), contract())
     with pytest.raises(AssertionError):
         build_inputs(GenerationRequest("x", 1, lora_task_id=3), contract())
+
+
+def test_more_images_than_the_declared_image_tensor_carries_are_refused_before_any_fetch() -> None:
+    """A deployment declaring image_input [3, -1, -1] (a v0.19 ensemble) carries one image:
+    the tensor [1, n, 3, H, W] fits it only when n is 1. Refused by admit, before any fetch,
+    not when the tensors are built from the decoded images."""
+    narrow = contract(("image_input", "TYPE_FP16", [3, -1, -1]))
+    caps = capabilities("llava", narrow)
+    assert caps.tensor_max_images == 1 and caps.image_dims == (3, -1, -1)
+    with pytest.raises(TooManyMediaItems) as info:
+        admit(caps, (image(0), image(1)), LIMITS)
+    assert info.value.code == "too_many_media_items" and info.value.param == "messages"
+    assert info.value.message == (
+        "this request has 2 images; model 'served' takes one per request: its Triton "
+        "deployment declares 'image_input' with dims [3, -1, -1], which carries one image's "
+        "pixels"
+    )
+    admit(caps, (image(0),), LIMITS)  # one image: its axis is dropped to fit
+    one = np.zeros((1, 1, 3, 4, 4), np.float16)
+    build_inputs(GenerationRequest("x", 1, images=("image_input", one)), narrow)
+    assert capabilities("llava", contract(IMAGE_INPUT)).tensor_max_images is None
+    assert capabilities("llava_next", narrow).tensor_max_images is None  # its axis: tiles

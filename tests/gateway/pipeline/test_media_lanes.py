@@ -19,17 +19,19 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from gateway.config import MediaSettings, ServedModel, Settings
+from gateway.config import MediaSettings, ServedModel
 from gateway.errors import MediaDecodeError, MediaTimeout, MediaTooLarge
 from gateway.families.registry import get_family
 from gateway.media.fetch import MediaFetcher
 from gateway.media.identity import ExtraIdRegistry, content_digest
 from gateway.media.offload import Offloader, OffloadLimits
 from gateway.media.threads import ThreadLane, ThreadLimits
+from gateway.observability.metrics import GatewayMetrics
 from gateway.pipeline._media_jobs import DECODERS
 from gateway.pipeline.conversation import MediaPart
 from gateway.pipeline.media import prepare_media
-from gateway.runtime import Runtime, ServedRuntime
+from gateway.served import ServedRuntime
+from gateway.services import Media
 
 
 def picture(fmt: str, width: int, height: int, **save: object) -> bytes:
@@ -108,9 +110,9 @@ async def fetcher() -> AsyncIterator[MediaFetcher]:
     await fetcher.aclose()
 
 
-def runtime_with(offload: Offloader, fetcher: MediaFetcher) -> Runtime:
-    settings = Settings(media=MediaSettings(max_images_per_request=4, content_id_salt=""))
-    return Runtime(settings, {}, {}, fetcher, ExtraIdRegistry(), offload)
+def media_with(offload: Offloader, fetcher: MediaFetcher) -> Media:
+    settings = MediaSettings(max_images_per_request=4, content_id_salt="")
+    return Media.of(fetcher, offload, settings, GatewayMetrics())
 
 
 def served() -> ServedRuntime:
@@ -118,12 +120,12 @@ def served() -> ServedRuntime:
     return ServedRuntime(config, get_family("llava"), client=None)  # type: ignore[arg-type]
 
 
-async def prepare(runtime: Runtime, *images: bytes) -> int | None:
+async def prepare(media: Media, *images: bytes) -> int | None:
     parts = [
         MediaPart("image", ("messages", 0, "content", i), url=data_url(b))
         for i, b in enumerate(images)
     ]
-    prepared = await prepare_media(parts, served(), runtime)
+    prepared = await prepare_media(parts, served(), media)
     assert prepared is not None
     return prepared.extra_id
 
@@ -162,10 +164,10 @@ async def test_content_ids_are_those_from_before_the_lane(
     golden = expected_id(images)
     assert offload.threads is not None
     before = offload.threads.items
-    assert await prepare(runtime_with(offload, fetcher), *images) == golden
+    assert await prepare(media_with(offload, fetcher), *images) == golden
     took = sum(1 for image in images if offload.threads.limits.takes(image))
     assert offload.threads.items - before == took
-    assert await prepare(runtime_with(processes_only, fetcher), *images) == golden
+    assert await prepare(media_with(processes_only, fetcher), *images) == golden
 
 
 async def test_a_truncated_jpeg_is_refused_in_the_thread_lane(
@@ -176,7 +178,7 @@ async def test_a_truncated_jpeg_is_refused_in_the_thread_lane(
     assert offload.threads.limits.takes(truncated)
     before = offload.threads.items
     with pytest.raises(MediaDecodeError, match="truncated or corrupt") as caught:
-        await prepare(runtime_with(offload, fetcher), truncated)
+        await prepare(media_with(offload, fetcher), truncated)
     assert caught.value.message.startswith("image 1 of 1: ")
     assert caught.value.param == "messages[0].content[0]"
     assert offload.threads.items == before + 1
@@ -188,7 +190,7 @@ async def test_a_bomb_by_its_header_is_refused_before_decoding(
     bomb = bytearray(flat("PNG", 8, 8))
     bomb[16:24] = struct.pack(">II", 50_000, 50_000)
     with pytest.raises(MediaTooLarge, match="megapixels"):
-        await prepare(runtime_with(offload, fetcher), bytes(bomb))
+        await prepare(media_with(offload, fetcher), bytes(bomb))
 
 
 async def test_an_image_pil_sees_larger_than_its_header_goes_to_a_worker(
@@ -204,7 +206,7 @@ async def test_an_image_pil_sees_larger_than_its_header_goes_to_a_worker(
     assert offload.threads.limits.takes(two_frames)
     before = offload.threads.items
     with pytest.raises(MediaDecodeError, match="truncated or corrupt"):
-        await prepare(runtime_with(offload, fetcher), two_frames)
+        await prepare(media_with(offload, fetcher), two_frames)
     assert offload.threads.items == before + 1
 
 

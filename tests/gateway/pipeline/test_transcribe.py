@@ -24,8 +24,8 @@ from gateway.families.events import Done, TextDelta
 from gateway.families.registry import get_family
 from gateway.families.whisper.tokens import load_tokenizer
 from gateway.pipeline.relay import family_plan, prepared, relay
-from gateway.pipeline.transcribe import TranscriptionJob, check_transcription
-from gateway.runtime import ServedRuntime
+from gateway.pipeline.transcribe import TranscriptionJob, check_transcription, prepare_samples
+from gateway.served import ServedRuntime
 from gateway.triton.contract import parse_model_config
 from tests.fakes.triton_wire import infer_response
 
@@ -97,11 +97,10 @@ def job(sampling: Sampling | None = None, **speech: Any) -> TranscriptionJob:
 
 
 async def transcription(model: ServedRuntime, request: TranscriptionJob, samples: np.ndarray):
-    """What prepare_transcription does once the upload is decoded."""
+    """What prepare_transcription does once the upload is decoded (its seam takes the served
+    model alone: the policy rides on it)."""
     request = await check_transcription(model, request)
-    contract = await model.get_contract()
-    draft = GenerationRequest("", 4096, contract.decoupled, request.sampling)
-    return prepared(model, contract, await family_plan(model, draft, samples, request.speech))
+    return await prepare_samples(model, request, samples, stream=True)
 
 
 async def _plain(ready) -> list[str | Outcome]:

@@ -233,9 +233,13 @@ async def test_a_rendering_with_a_switch_is_handed_the_effort(
     )  # fmt: skip
     if status == 400:
         with pytest.raises(Exception, match="no reasoning switch"):
-            await prepare_chat(request, gateway.runtime)
+            await prepare_chat(
+                request, gateway.runtime.model(request.model), gateway.runtime.preparation
+            )
         return
-    (prepared,) = await prepare_chat(request, gateway.runtime)
+    (prepared,) = await prepare_chat(
+        request, gateway.runtime.model(request.model), gateway.runtime.preparation
+    )
     assert prepared.plan.calls[0].reasoning_effort == "low"  # type: ignore[union-attr]
     assert prepared.reasoning is not None
     assert prepared.reasoning.format is REASONING_PARSERS["deepseek_r1"]

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.fakes.app import chat
-from tests.gateway.pipeline.structured.test_bounds import chain, nested, wide
+from tests.gateway.guides.test_bounds import chain, nested, wide
 from tests.gateway.routes.test_fuzz import Fuzzed, assert_openai_error_body
 
 FUZZ = settings(max_examples=60, derandomize=True, deadline=None, database=None,

@@ -13,7 +13,7 @@ import httpx
 
 from tests.fakes.app import assert_openai_error, chat, http_client
 from tests.fakes.triton import FakeTriton
-from tests.gateway.pipeline.structured.test_bounds import chain, wide
+from tests.gateway.guides.test_bounds import chain, wide
 from tests.gateway.routes.gateways import Gateways
 
 CHAT = "/v1/chat/completions"
@@ -68,7 +68,7 @@ async def test_a_compiler_crash_is_a_400_and_the_gateway_goes_on(
     gateways: Gateways, fake: FakeTriton
 ) -> None:
     gateway = await gateways.get("open_guides")
-    sandbox = gateway.runtime.guide_sandbox
+    sandbox = gateway.runtime.preparation.guides.sandbox
     async with http_client(gateway.app) as http:
         reply = await http.post(CHAT, json=chat(model="fake-guided", response_format={
             "type": "json_schema", "json_schema": DEEP}))  # fmt: skip

@@ -374,7 +374,9 @@ async def test_repeated_images_share_an_affinity_key_whatever_the_text(
     async def key(text: str, *images: bytes) -> int | None:
         content = [{"type": "text", "text": text}, *(image_part(data_url(i)) for i in images)]
         request = ChatCompletionRequest.model_validate(ask(content))
-        (prepared,) = await prepare_chat(request, gateway.runtime)
+        (prepared,) = await prepare_chat(
+            request, gateway.runtime.model(request.model), gateway.runtime.preparation
+        )
         return prepared.route_key
 
     first = await key("What?", png(1))

@@ -40,7 +40,10 @@ async def test_a_client_that_stops_reading_is_closed_with_1008(
 ) -> None:
     monkeypatch.setattr(route, "WRITER_GRACE_S", 0.1)
     socket = StuckSocket()
-    session = RealtimeSession(gateway.runtime, SessionConfig(model="fake-whisper"), Outbox(16))
+    runtime = gateway.runtime
+    config = SessionConfig(model="fake-whisper")
+    limits, metrics = runtime.settings.realtime, runtime.metrics.realtime
+    session = RealtimeSession(runtime, limits, metrics, config, Outbox(16))
     serving = asyncio.create_task(route._serve(socket, session))  # type: ignore[arg-type]
     await asyncio.sleep(0.05)
     assert socket.sent == 1  # session.created: stuck in send

@@ -10,8 +10,8 @@ import pytest
 
 from gateway.errors import InvalidRequest
 from gateway.families.calls import Guide
+from gateway.guides.compile import compile_error
 from gateway.location import rendered
-from gateway.pipeline.structured.compile import compile_error
 from gateway.pipeline.structured.guides import JSON_OBJECT, literal_regex, requested_guide
 from gateway.protocol.structured import ResponseFormat
 

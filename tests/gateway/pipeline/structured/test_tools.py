@@ -10,7 +10,7 @@ import pytest
 
 from gateway.errors import InvalidRequest
 from gateway.families.registry import get_family
-from gateway.pipeline.structured.compile import compile_error
+from gateway.guides.compile import compile_error
 from gateway.pipeline.structured.tools import ToolPlan, calls_schema, tool_plan
 from gateway.protocol.chat import ChatCompletionRequest
 

@@ -11,10 +11,10 @@ import pytest
 
 from gateway.config import GuideSettings
 from gateway.families.calls import Guide
-from gateway.pipeline.structured.compile import compile_error, guide_error, short
-from gateway.runtime import GUIDE_WORKER_MODULES
+from gateway.guides import GUIDE_WORKER_MODULES
+from gateway.guides.compile import compile_error, guide_error, short
 from gateway.sandbox import SandboxPool, VerdictCache
-from tests.gateway.pipeline.structured.test_bounds import chain, wide
+from tests.gateway.guides.test_bounds import chain, wide
 
 # Limits that let every guide through to the compiler (to reach its failures).
 OPEN = GuideSettings(max_ref_depth=10**6, max_rules=10**6, max_bytes=16 << 20,

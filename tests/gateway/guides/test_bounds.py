@@ -8,7 +8,7 @@ import json
 import pytest
 
 from gateway.config import GuideSettings
-from gateway.pipeline.structured.bounds import over_limit
+from gateway.guides.bounds import over_limit
 
 LIMITS = GuideSettings()
 
