@@ -140,7 +140,7 @@ async def run(args: argparse.Namespace) -> int:
             if floor is not None:
                 say(f"flood run {index + 1} of {args.runs}, the floor relay")
                 floors.append(await overhead.measure_all(
-                    _options(args, out, modes=("triton_http", "floor")), triton,
+                    _options(args, out, modes=("triton_http", "grpc", "floor")), triton,
                     {"gateway": floor, "floor": floor}, pool))  # fmt: skip
         paced_opts = _options(args, out, concurrency=(64,), modes=("grpc", "gateway"),
                               profiles=("paced",))  # fmt: skip
@@ -327,6 +327,7 @@ def floor_table(floors: list[list[report.Measurement]], paced: list[report.Measu
     """What the stack alone reaches on the same cores (bench/floor.py): the ceiling any
     relay written on it meets, whatever its own code costs."""
     ratios, per_cpu = _flood_figures(floors, "floor")
+    direct, _ = _flood_figures(floors, "grpc")  # no relay: Triton's gRPC stream endpoint itself
     return "\n".join([
         "The floor relay (`bench/floor.py`: uvicorn + grpc.aio + one write per token, no gateway"
         " code), same workers and cores, grpcio:",
@@ -334,6 +335,8 @@ def floor_table(floors: list[list[report.Measurement]], paced: list[report.Measu
         "| measure | min / median / max |",
         "|---|---|",
         f"| floor / generate_stream, flood ({len(ratios)} runs) | {_spread(ratios)} |",
+        f"| direct gRPC streams (the load generator, no relay) / generate_stream | "
+        f"{_spread(direct)} |",
         f"| relayed tokens per CPU-second | {_spread([c / 1000 for c in per_cpu])} k |",
         "| added TTFT, 64 paced streams (p50 / p99) | {:.2f} / {:.2f} ms |".format(
             *_added(paced, "paced", 64, "floor")),
