@@ -41,7 +41,7 @@ import os
 import statistics
 import time
 from collections.abc import Awaitable, Iterator
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -121,6 +121,7 @@ async def run(args: argparse.Namespace) -> int:
     gateways: dict[str, Service] = {}
     floor: Service | None = None
     floors: list[list[report.Measurement]] = []
+    floor_paced: list[report.Measurement] = []
     floods: dict[str, list[list[report.Measurement]]] = {c: [] for c in clients}
     paced: dict[str, list[report.Measurement]] = {}
     image_rows: dict[str, list[report.Measurement]] = {}
@@ -139,7 +140,7 @@ async def run(args: argparse.Namespace) -> int:
             if floor is not None:
                 say(f"flood run {index + 1} of {args.runs}, the floor relay")
                 floors.append(await overhead.measure_all(
-                    _options(args, out, modes=("triton_http", "floor")), triton,
+                    _options(args, out, modes=("triton_http", "grpc", "floor")), triton,
                     {"gateway": floor, "floor": floor}, pool))  # fmt: skip
         paced_opts = _options(args, out, concurrency=(64,), modes=("grpc", "gateway"),
                               profiles=("paced",))  # fmt: skip
@@ -152,6 +153,12 @@ async def run(args: argparse.Namespace) -> int:
             proxies = {"gateway": gateway}
             paced[client] = await overhead.measure_all(paced_opts, triton, proxies, pool)
             image_rows[client] = await overhead.measure_all(image_opts, triton, proxies, pool)
+        if floor is not None:  # what the stack alone adds to a first token, same load
+            say("paced phase, the floor relay")
+            floor_opts = replace(paced_opts, modes=("grpc", "floor"))
+            floor_paced = await overhead.measure_all(
+                floor_opts, triton, {"gateway": floor, "floor": floor}, pool
+            )
     finally:
         pool.close()
         for service in [*gateways.values(), *([floor] if floor else [])]:
@@ -163,12 +170,13 @@ async def run(args: argparse.Namespace) -> int:
     tables = {c: goals_table(floods[c], paced[c], image_rows[c]) for c in clients}
     text = "\n\n".join(f"upstream.stream_client = {c}:\n\n{t}" for c, t in tables.items())
     if floors:
-        text += "\n\n" + floor_table(floors)
+        text += "\n\n" + floor_table(floors, floor_paced)
     rows: list[dict[str, object]] = []
     for c in clients:
         measured = [r for run_rows in floods[c] for r in run_rows] + paced[c] + image_rows[c]
         rows += [{**asdict(r), "stream_client": c} for r in measured]
-    rows += [{**asdict(r), "stream_client": "grpcio"} for run_rows in floors for r in run_rows]
+    floor_rows = [r for run_rows in floors for r in run_rows] + floor_paced
+    rows += [{**asdict(r), "stream_client": "grpcio"} for r in floor_rows]
     dump = {"machine": info, "rows": rows, "goals": text}
     (out / "results.json").write_text(json.dumps(dump, indent=1))
     (out / "goals.md").write_text(text + "\n")
@@ -283,10 +291,12 @@ def _spread(values: list[float]) -> str:
     return f"{min(values):.2f} / {statistics.median(values):.2f} / {max(values):.2f}"
 
 
-def _added(rows: list[report.Measurement], profile: str, concurrency: int) -> tuple[float, float]:
-    """Added TTFT p50 and p99 (gateway minus direct gRPC) at ``profile`` and ``concurrency``."""
+def _added(
+    rows: list[report.Measurement], profile: str, concurrency: int, mode: str = "gateway"
+) -> tuple[float, float]:
+    """Added TTFT p50 and p99 (``mode`` minus direct gRPC) at ``profile`` and ``concurrency``."""
     by_mode = {r.mode: r for r in rows if r.profile == profile and r.concurrency == concurrency}
-    gateway, grpc = by_mode.get("gateway"), by_mode.get("grpc")
+    gateway, grpc = by_mode.get(mode), by_mode.get("grpc")
     if gateway is None or grpc is None:
         return float("nan"), float("nan")
     return gateway.ttft_p50 - grpc.ttft_p50, gateway.ttft_p99 - grpc.ttft_p99
@@ -313,10 +323,11 @@ def _flood_figures(
     return ratios, per_cpu
 
 
-def floor_table(floors: list[list[report.Measurement]]) -> str:
+def floor_table(floors: list[list[report.Measurement]], paced: list[report.Measurement]) -> str:
     """What the stack alone reaches on the same cores (bench/floor.py): the ceiling any
     relay written on it meets, whatever its own code costs."""
     ratios, per_cpu = _flood_figures(floors, "floor")
+    direct, _ = _flood_figures(floors, "grpc")  # no relay: Triton's gRPC stream endpoint itself
     return "\n".join([
         "The floor relay (`bench/floor.py`: uvicorn + grpc.aio + one write per token, no gateway"
         " code), same workers and cores, grpcio:",
@@ -324,7 +335,11 @@ def floor_table(floors: list[list[report.Measurement]]) -> str:
         "| measure | min / median / max |",
         "|---|---|",
         f"| floor / generate_stream, flood ({len(ratios)} runs) | {_spread(ratios)} |",
+        f"| direct gRPC streams (the load generator, no relay) / generate_stream | "
+        f"{_spread(direct)} |",
         f"| relayed tokens per CPU-second | {_spread([c / 1000 for c in per_cpu])} k |",
+        "| added TTFT, 64 paced streams (p50 / p99) | {:.2f} / {:.2f} ms |".format(
+            *_added(paced, "paced", 64, "floor")),
     ])  # fmt: skip
 
 

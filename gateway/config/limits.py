@@ -213,7 +213,7 @@ class UpstreamSettings(Strict):
         "answers pings during a long prefill with GOAWAY",
     )
     stream_client: Literal["grpcio", "h2", "auto"] = Field(
-        "grpcio",
+        "auto",
         description="what reads the token streams: grpcio (grpc.aio: Triton's socket read in a "
         "poller thread, each response handed to the event loop), h2 (grpclib: HTTP/2 parsed "
         "on the event loop itself; less CPU per token on a saturated core, later first tokens "

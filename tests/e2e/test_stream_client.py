@@ -1,6 +1,7 @@
-"""``upstream.stream_client = "h2"``: the token streams read by grpclib on the event loop give
-the same answers as grpc.aio's, and a client that leaves still cancels generation in Triton;
-``"auto"`` (grpclib for text, grpc.aio for requests with a large tensor) answers both alike.
+"""``upstream.stream_client``: the token streams read by grpclib on the event loop ("h2") give
+the same answers as grpc.aio's ("grpcio"), and a client that leaves still cancels generation in
+Triton; "auto" (the default: grpclib for text, grpc.aio for requests with a large tensor)
+answers both kinds as grpc.aio does.
 
 A second gateway with only the LLaVA reference model, in front of the session's Triton.
 """
@@ -39,8 +40,8 @@ async def h2_gateway_url(embedded_triton: EmbeddedTriton) -> AsyncIterator[str]:
 
 
 @pytest.fixture(scope="module")
-async def auto_gateway_url(embedded_triton: EmbeddedTriton) -> AsyncIterator[str]:
-    async with _llava_gateway(embedded_triton, "auto") as url:
+async def grpcio_gateway_url(embedded_triton: EmbeddedTriton) -> AsyncIterator[str]:
+    async with _llava_gateway(embedded_triton, "grpcio") as url:
         yield url
 
 
@@ -67,7 +68,7 @@ async def streamed_text(url: str, body: dict[str, object]) -> str:
 
 
 async def test_both_stream_clients_give_the_same_answer_with_an_image(
-    h2_gateway_url: str, gateway_url: str
+    h2_gateway_url: str, grpcio_gateway_url: str
 ) -> None:
     content = [{"type": "text", "text": "What is this?"},
                {"type": "image_url", "image_url": {"url": photo_url(1024)}}]  # fmt: skip
@@ -79,7 +80,7 @@ async def test_both_stream_clients_give_the_same_answer_with_an_image(
     }
     over_h2 = await streamed_text(h2_gateway_url, body)
     assert over_h2  # the image tensor went out over h2 and tokens came back
-    assert over_h2 == await streamed_text(gateway_url, body)
+    assert over_h2 == await streamed_text(grpcio_gateway_url, body)
 
 
 async def test_closing_a_stream_read_over_h2_cancels_generation(
@@ -101,7 +102,7 @@ async def test_closing_a_stream_read_over_h2_cancels_generation(
 
 
 async def test_auto_answers_text_and_images_as_grpcio_does(
-    auto_gateway_url: str, gateway_url: str
+    gateway_url: str, grpcio_gateway_url: str
 ) -> None:
     text = {"model": "reference-llava", "max_tokens": 16, "temperature": 0,
             "messages": [{"role": "user", "content": "Say something."}]}  # fmt: skip
@@ -109,6 +110,6 @@ async def test_auto_answers_text_and_images_as_grpcio_does(
                {"type": "image_url", "image_url": {"url": photo_url(336)}}]  # fmt: skip
     image = text | {"messages": [{"role": "user", "content": content}]}
     for body in (text, image):  # over grpclib, then over grpc.aio (a 677 kB tensor)
-        over_auto = await streamed_text(auto_gateway_url, body)
+        over_auto = await streamed_text(gateway_url, body)  # the session's: the default
         assert over_auto
-        assert over_auto == await streamed_text(gateway_url, body)
+        assert over_auto == await streamed_text(grpcio_gateway_url, body)
