@@ -72,9 +72,8 @@ async def prepare_chat(
     """Validate, fetch and preprocess media, render the prompt and plan every call: one
     ``Prepared`` per choice (``n``), sharing the media (and so its KV-cache id)."""
     refuse_unsupported(request)
-    documents = await expand_documents(
-        request, served, services.documents
-    )  # PDF pages become images
+    # PDF pages become images.
+    documents = await expand_documents(request, served, services.documents)
     request = documents.request
     parsed = parse_messages(request.messages, documents.origins)
     contract = await served.get_contract()

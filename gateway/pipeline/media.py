@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -133,8 +133,8 @@ async def prepare_media(
             draft += "|detail=" + ",".join(details)
         digest = image_digest_inputs(served.config.id, family, draft, salt)
     only = digest if len(parts) == 1 else None  # one item: its job hashes it where it runs
-    loads = (_load(part, served, media, sampling, only) for part in parts)
-    results = await asyncio.gather(*loads, return_exceptions=True)
+    loads = [_load(part, served, media, sampling, only) for part in parts]
+    results = await _every(loads)
     items = _successes(results, parts)
     tensor, content = await _stack(family, items, sampling is not None, digest)
     sizes = None
@@ -145,6 +145,23 @@ async def prepare_media(
     check_image_budget(tokens, served, limits)
     extra_id = media.plane.extra_ids.extra_id(content)
     return PreparedMedia((name, tensor), extra_id, len(parts), sizes, tokens=tokens)
+
+
+async def _every(
+    loads: list[Coroutine[Any, Any, PreparedItem]],
+) -> list[PreparedItem | BaseException]:
+    """Each load's item or failure, in order. A single part is awaited in the request's own
+    task: a task of its own would only start on the loop's next turn, behind every callback
+    ready by then (under load, other streams' tokens)."""
+    if len(loads) == 1:
+        try:
+            return [await loads[0]]
+        except Exception as exc:  # reported as gather(return_exceptions=True) reports it
+            return [exc]
+    results: list[PreparedItem | BaseException] = await asyncio.gather(
+        *loads, return_exceptions=True
+    )
+    return results
 
 
 async def _stack(
