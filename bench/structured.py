@@ -21,11 +21,12 @@ from gateway.app import create_app
 from gateway.config import EmbeddedSettings, GuideSettings, ServedModel, Settings
 from gateway.families.calls import Guide
 from gateway.families.registry import get_family
+from gateway.guides import GUIDE_WORKER_MODULES
+from gateway.guides.compile import compile_error, guide_error
 from gateway.media.fetch import FetchLimits, MediaFetcher
 from gateway.media.identity import ExtraIdRegistry
 from gateway.media.offload import Offloader
-from gateway.pipeline.structured.compile import compile_error, guide_error
-from gateway.runtime import GUIDE_WORKER_MODULES, Runtime, ServedRuntime
+from gateway.runtime import Runtime, ServedRuntime
 from gateway.sandbox import SandboxPool, VerdictCache
 from gateway.triton.contract import parse_model_config
 

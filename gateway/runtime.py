@@ -16,7 +16,7 @@ from gateway.config import ServedModel, Settings
 from gateway.errors import GatewayError, ModelNotFound
 from gateway.families.llmapi import Llmapi
 from gateway.families.registry import get_family
-from gateway.guides import GUIDE_WORKER_MODULES, GuideChecker
+from gateway.guides import GuideChecker
 from gateway.media.decoder import Decoder
 from gateway.media.fetch import MediaFetcher
 from gateway.media.identity import ExtraIdRegistry
@@ -37,11 +37,7 @@ from gateway.triton.replicas.discovery import is_dns
 
 log = logging.getLogger(__name__)
 
-# GUIDE_WORKER_MODULES (gateway/guides) is still exported here for bench/structured.py.
-__all__ = [
-    "GUIDE_WORKER_MODULES", "BackgroundWork", "DeploymentMismatch", "Runtime", "ServedRuntime",
-    "build_runtime",
-]  # fmt: skip
+__all__ = ["BackgroundWork", "DeploymentMismatch", "Runtime", "ServedRuntime", "build_runtime"]
 
 
 @dataclass
