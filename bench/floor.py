@@ -128,15 +128,20 @@ class FloorRelay:
 
 
 def serve_worker(fd: int, triton: str, model: str) -> None:
-    """One worker on an inherited listening socket, as ``mmgw serve``'s workers run."""
+    """One worker on an inherited listening socket, as ``mmgw serve``'s workers run: the
+    socket is handed over as itself (uvicorn's own ``fd=`` takes any descriptor for a Unix
+    socket, and a TCP connection it serves as one gets no ``TCP_NODELAY``: Nagle's algorithm
+    then holds a lone token back for the client's delayed ACK, about 40 ms)."""
+    import socket
+
     import uvicorn
 
     loop = "uvloop" if importlib.util.find_spec("uvloop") is not None else "asyncio"
     config = uvicorn.Config(
-        FloorRelay(triton, model), fd=fd, http="httptools", loop=loop, lifespan="on",
+        FloorRelay(triton, model), http="httptools", loop=loop, lifespan="on",
         log_level="warning", access_log=False,
     )  # fmt: skip
-    uvicorn.Server(config).run()
+    uvicorn.Server(config).run(sockets=[socket.socket(fileno=fd)])
 
 
 def serve(port: int, triton: str, model: str, workers: int) -> int:
