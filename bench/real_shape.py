@@ -1,0 +1,436 @@
+"""``python -m bench real-shape``: the added TTFT of a one-image request on a model of real size.
+
+Issue 28's goal row "same on a LLaVA-1.5-7B-shaped model on the H100": the gateway against
+direct gRPC with the same tensors, where the model is not the bench fixture (which answers at
+once) but the reference LLaVA at LLaVA-1.5-7B's dimensions (``server_repo/reference_kit/
+shaped.py``: CLIP ViT-L/14-336 + a 7B Llama, random fp16 weights) running on the GPU.
+
+1. The shaped checkpoint is generated, or reused when its folder is current, by
+   ``python -m server_repo.reference_kit.shaped`` in the models' interpreter
+   (``MMGW_EMBEDDED__PYTHON``, else this one), on ``--device``.
+2. An embedded Triton serves ``reference_llava`` from it, with the variables ``mmgw serve``
+   gives its own for ``[embedded] device`` and ``checkpoints`` (``gateway.runtime.
+   embedded_environment``), from a copy of its model folder whose prefix cache is off (so every
+   request computes the image's 576 features and the whole prompt, as a new image does; with
+   ``--kv-reuse`` it stays on and every request after the first reuses the prompt's blocks).
+3. A gateway (``mmgw serve``, pinned to ``--gateway-cpu``) serves it as ``reference-llava``.
+4. One answer each way first: the same greedy text, or the run stops (the two sides must be
+   the same request). Then ``--warmup`` pairs, then ``--pairs`` pairs, one request at a time,
+   the order alternating within pairs: a streamed chat request through the gateway with one
+   336 px JPEG as a ``data:`` URL (``bench/images.py``), and a direct gRPC stream with the
+   tensors the gateway sends for that JPEG (built by the gateway's own ``build_inputs`` from the
+   model's config: the rendered prompt, greedy sampling, ``image_input``,
+   ``prompt_table_extra_id``). TTFT: send to the first token read.
+
+Prints each pair, then per side the median and p90 TTFT, the paired difference's median with
+a seeded 95% bootstrap interval, and the goal (<= 3 ms); ``results.json`` and
+``real-shape.png`` go to ``--out`` (default ``build/bench/real-shape-<time>``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from bench.httpstream import OPENAI_MARKER, HttpStreamClient, HttpStreamError, StreamTiming
+from bench.images import ImageLoad, image_load
+from bench.loadgen import PROMPT
+from bench.overhead import machine, other_cpus
+from bench.procs import parse_cpus, pin_self, say
+from bench.stack import API_KEY, AUTH_HEADER, REPO_ROOT, start_gateway
+from gateway.config.settings import DEFAULT_REFERENCE_CACHE
+from gateway.triton.embedded import EmbeddedTriton
+
+GOAL_MS = 3.0
+SERVED_ID = "reference-llava"
+TRITON_MODEL = "reference_llava"
+REFERENCE_REPOSITORY = REPO_ROOT / "server_repo" / "reference"
+CHAT_PATH = "/v1/chat/completions"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--shape", default="llava-1.5-7b", help="reference_kit.shaped shape (tiny for a CPU)")
+    add("--device", default="cuda", choices=("cuda", "cpu", "auto"), help="where it runs")
+    add("--pairs", type=int, default=60, help="measured pairs (gateway, direct)")
+    add("--warmup", type=int, default=3, help="pairs before the measured ones")
+    add("--max-tokens", type=int, default=8, help="max_tokens of every request")
+    add("--side", type=int, default=336, help="the JPEG's side in pixels")
+    add("--checkpoint", type=Path,
+        help="the shaped checkpoint's folder (default $MMGW_REFERENCE_CACHE or "
+             "~/.cache/mmgw/reference, then shaped-<shape>); generated unless current")  # fmt: skip
+    add("--kv-reuse", action="store_true", help="keep the model's prefix cache on")
+    add("--gateway-cpu", default=str((os.cpu_count() or 1) - 1), help="CPU(s) or all")
+    add("--ready-timeout", type=float, default=900.0, help="seconds for Triton to load it")
+    add("--out", type=Path, help="result folder (default build/bench/real-shape-<time>)")
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One measured pair: each side's TTFT (ms), and which went first."""
+
+    gateway_ms: float
+    direct_ms: float
+    gateway_first: bool
+
+    @property
+    def added_ms(self) -> float:
+        return self.gateway_ms - self.direct_ms
+
+
+def bootstrap_median(
+    values: list[float], seed: int = 0, rounds: int = 10_000
+) -> tuple[float, float]:
+    """The 95% percentile-bootstrap interval of the median of ``values`` (seeded, so a run's
+    figures can be recomputed from its ``results.json``)."""
+    data = np.asarray(values, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    medians = np.median(rng.choice(data, size=(rounds, data.size), replace=True), axis=1)
+    low, high = np.percentile(medians, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def summary(pairs: list[Pair]) -> dict[str, Any]:
+    """Per side median and p90 TTFT, the paired difference's median, interval and verdict."""
+    gateway = [p.gateway_ms for p in pairs]
+    direct = [p.direct_ms for p in pairs]
+    added = [p.added_ms for p in pairs]
+    low, high = bootstrap_median(added)
+    median = float(np.median(added))
+    return {
+        "pairs": len(pairs),
+        "gateway_ttft_ms": {
+            "p50": float(np.median(gateway)),
+            "p90": float(np.percentile(gateway, 90)),
+        },
+        "direct_ttft_ms": {
+            "p50": float(np.median(direct)),
+            "p90": float(np.percentile(direct, 90)),
+        },
+        "added_ttft_ms": {"p50": median, "ci95": [low, high]},
+        "goal_ms": GOAL_MS,
+        "met": median <= GOAL_MS,
+    }
+
+
+def summary_lines(shape: str, result: dict[str, Any]) -> list[str]:
+    gateway, direct, added = (
+        result[k] for k in ("gateway_ttft_ms", "direct_ttft_ms", "added_ttft_ms")
+    )
+    low, high = added["ci95"]
+    verdict = "met" if result["met"] else "NOT met"
+    return [
+        f"{shape}, {result['pairs']} pairs, one request at a time:",
+        f"  gateway TTFT p50 {gateway['p50']:8.2f} ms  p90 {gateway['p90']:8.2f} ms",
+        f"  direct  TTFT p50 {direct['p50']:8.2f} ms  p90 {direct['p90']:8.2f} ms",
+        f"  added TTFT (paired) p50 {added['p50']:+.2f} ms, 95% CI [{low:+.2f}, {high:+.2f}]",
+        f"  goal <= {GOAL_MS:g} ms p50: {verdict}",
+    ]
+
+
+def with_parameters(config: str, values: dict[str, str]) -> str:
+    """``config.pbtxt`` text with the named ``parameters`` entries' string values replaced
+    (each must be there: a rename upstream should fail the bench, not be ignored)."""
+    for key, value in values.items():
+        pattern = re.compile(r'(key: "' + re.escape(key) + r'"\s*value: \{ string_value: )"[^"]*"')
+        config, count = pattern.subn(lambda m, v=value: f'{m.group(1)}"{v}"', config)
+        if count != 1:
+            raise ValueError(f"config.pbtxt has no parameter {key!r}")
+    return config
+
+
+def model_repository(out: Path, kv_reuse: bool) -> Path:
+    """A repository holding only ``reference_llava``: its model folder, the prefix cache off
+    unless ``kv_reuse``."""
+    repository = out / "repository"
+    target = repository / TRITON_MODEL
+    shutil.rmtree(repository, ignore_errors=True)
+    shutil.copytree(REFERENCE_REPOSITORY / TRITON_MODEL, target)
+    if not kv_reuse:
+        config = target / "config.pbtxt"
+        config.write_text(with_parameters(config.read_text(), {"max_cached_tokens": "0"}))
+    return repository
+
+
+def models_python() -> str:
+    """The interpreter the models run in (and the checkpoint is generated by)."""
+    return os.environ.get("MMGW_EMBEDDED__PYTHON") or sys.executable
+
+
+def generate_checkpoint(shape: str, folder: Path, device: str) -> float:
+    """Run the shaped generator (it reuses a current folder); the seconds it took."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p))  # fmt: skip
+    command = [models_python(), "-m", "server_repo.reference_kit.shaped", shape, str(folder),
+               "--device", device]  # fmt: skip
+    started = time.monotonic()
+    done = subprocess.run(command, env=env, cwd=REPO_ROOT, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"generating {shape} failed:\n{done.stdout[-2000:]}{done.stderr[-3000:]}")
+    say(done.stdout.strip().splitlines()[-1])
+    return time.monotonic() - started
+
+
+def triton_environment(device: str, checkpoint: Path, cache: Path) -> dict[str, str]:
+    """What ``mmgw serve`` gives its embedded Triton for these settings."""
+    from gateway.config import ServedModel
+    from gateway.config.settings import EmbeddedSettings, Settings
+    from gateway.runtime import embedded_environment
+
+    served = ServedModel(id=SERVED_ID, family="llava", triton_model=TRITON_MODEL)
+    embedded = EmbeddedSettings(
+        device=device, cache_dir=cache, checkpoints={TRITON_MODEL: str(checkpoint)}
+    )
+    return embedded_environment(Settings(embedded=embedded, models=[served]))
+
+
+def gateway_toml(triton: EmbeddedTriton, port: int) -> str:
+    """The gateway serving the shaped model as ``reference-llava`` (as the default config
+    serves the embedded one: llava family, the server's end id)."""
+    return f"""api_keys = ["{API_KEY}"]
+
+[server]
+host = "127.0.0.1"
+port = {port}
+
+[embedded]
+enabled = false
+
+[[models]]
+id = "{SERVED_ID}"
+family = "llava"
+triton_model = "{TRITON_MODEL}"
+triton_url = "{triton.grpc_url}"
+end_id = "server"
+"""
+
+
+def chat_body(image: ImageLoad, max_tokens: int) -> dict[str, Any]:
+    """The streamed, greedy chat request with one image (greedy: both sides' text is the same
+    and the shaped model's muted ids are never chosen)."""
+    picture = {"type": "image_url", "image_url": {"url": image.data_url}}
+    return {
+        "model": SERVED_ID,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": PROMPT}, picture]}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream": True,
+    }
+
+
+async def direct_inputs(triton: EmbeddedTriton, image: ImageLoad, max_tokens: int) -> list[Any]:
+    """The tensors the gateway sends for ``chat_body``, by its own code: the llava family
+    renders one user turn as its text; greedy; no end id (``end_id = "server"``)."""
+    from gateway.families.calls import GREEDY, GenerationRequest
+    from gateway.triton.contract import parse_model_config
+    from gateway.triton.tensors import build_inputs
+
+    async with httpx.AsyncClient(timeout=30, trust_env=False) as http:
+        response = await http.get(f"{triton.http_url}/v2/models/{TRITON_MODEL}/config")
+        response.raise_for_status()
+    request = GenerationRequest(
+        text_input=PROMPT, max_tokens=max_tokens, stream=True, sampling=GREEDY,
+        prompt_table_extra_id=image.extra_id, images=("image_input", image.tensor),
+    )  # fmt: skip
+    return build_inputs(request, parse_model_config(response.json()))
+
+
+class Sides:
+    """The two ways to send the request, each on its own warm connection."""
+
+    def __init__(
+        self, triton: EmbeddedTriton, port: int, body: dict[str, Any], inputs: list[Any]
+    ) -> None:
+        import tritonclient.grpc.aio as grpcclient
+
+        self.body = json.dumps(body).encode()
+        self.http = HttpStreamClient("127.0.0.1", port, dict([AUTH_HEADER]))
+        self.grpc = grpcclient.InferenceServerClient(triton.grpc_url)
+        self.inputs = inputs
+        self.gateway_url = f"http://127.0.0.1:{port}{CHAT_PATH}"
+
+    async def gateway(self) -> StreamTiming:
+        return await self.http.post(CHAT_PATH, self.body, OPENAI_MARKER)
+
+    async def direct(self) -> tuple[StreamTiming, str]:
+        """One direct stream: a token is a response carrying text, as on the gateway side."""
+
+        async def one() -> Any:
+            yield {"model_name": TRITON_MODEL, "inputs": self.inputs}
+
+        timing, pieces = StreamTiming(time.perf_counter()), []
+        async for result, error in self.grpc.stream_infer(one()):
+            now = time.perf_counter()
+            if error is not None:
+                raise HttpStreamError(f"gRPC error: {error}")
+            text = b"".join(result.as_numpy("text_output").reshape(-1)).decode()
+            if text:
+                timing.tokens.append(now)
+                pieces.append(text)
+        return timing, "".join(pieces)
+
+    async def gateway_text(self) -> str:
+        """The gateway's streamed answer as text (read whole, not timed: a check)."""
+        async with httpx.AsyncClient(timeout=300, trust_env=False) as http:
+            response = await http.post(
+                self.gateway_url, content=self.body, headers=dict([AUTH_HEADER])
+            )
+        if response.status_code != 200:
+            raise SystemExit(f"gateway answered {response.status_code}: {response.text[:500]}")
+        return streamed_text(response.text)
+
+    async def pair(self, gateway_first: bool) -> Pair:
+        order = [self.gateway, self._direct_timing]
+        first, second = order if gateway_first else order[::-1]
+        timings = [await first(), await second()]
+        gateway, direct = timings if gateway_first else timings[::-1]
+        for name, timing in (("gateway", gateway), ("direct", direct)):
+            if not timing.tokens:
+                raise SystemExit(f"the {name} request streamed no token")
+        return Pair(ttft_ms(gateway), ttft_ms(direct), gateway_first)
+
+    async def _direct_timing(self) -> StreamTiming:
+        return (await self.direct())[0]
+
+    async def close(self) -> None:
+        await self.http.close()
+        await self.grpc.close()
+
+
+def streamed_text(body: str) -> str:
+    """The content deltas of an SSE chat stream joined; an error event stops the run."""
+    pieces = []
+    for line in body.splitlines():
+        if not line.startswith("data: {"):
+            continue
+        event = json.loads(line.removeprefix("data: "))
+        if "error" in event:
+            raise SystemExit(f"gateway error event: {event}")
+        pieces += [c.get("delta", {}).get("content") or "" for c in event.get("choices", [])]
+    return "".join(pieces)
+
+
+def ttft_ms(timing: StreamTiming) -> float:
+    return (timing.tokens[0] - timing.started) * 1000
+
+
+async def check_answers(sides: Sides) -> dict[str, str]:
+    """Both sides give the same non-empty greedy text, or the run stops: a different answer
+    would mean a different request, and the comparison would mean nothing."""
+    gateway = await sides.gateway_text()
+    direct = (await sides.direct())[1]
+    if not gateway or gateway != direct:
+        raise SystemExit(
+            f"the two sides answer differently: gateway {gateway!r}, direct {direct!r}"
+        )
+    say(f"both sides answer {gateway!r}")
+    return {"gateway": gateway, "direct": direct}
+
+
+def plot(pairs: list[Pair], result: dict[str, Any], path: Path) -> None:
+    """Each pair's two TTFTs, and the paired differences against the goal."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4), dpi=80)
+    index = range(1, len(pairs) + 1)
+    left.plot(
+        index, [p.gateway_ms for p in pairs], "o-", label="gateway (JPEG data: URL)", markersize=3
+    )
+    left.plot(
+        index, [p.direct_ms for p in pairs], "s-", label="direct gRPC (same tensors)", markersize=3
+    )
+    left.set(xlabel="pair", ylabel="TTFT (ms)", title="time to first token")
+    left.legend()
+    added = [p.added_ms for p in pairs]
+    right.hist(added, bins=min(30, max(5, len(added) // 2)), color="tab:gray")
+    right.axvline(result["added_ttft_ms"]["p50"], color="tab:blue", label="median")
+    right.axvline(GOAL_MS, color="tab:red", linestyle="--", label=f"goal {GOAL_MS:g} ms")
+    right.set(xlabel="gateway - direct (ms)", ylabel="pairs", title="added TTFT per pair")
+    right.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+async def measure(sides: Sides, warmup: int, count: int) -> list[Pair]:
+    for index in range(warmup):
+        await sides.pair(gateway_first=index % 2 == 0)
+    pairs = []
+    for index in range(count):
+        pair = await sides.pair(gateway_first=index % 2 == 0)
+        pairs.append(pair)
+        first = "gateway first" if pair.gateway_first else "direct first"
+        say(f"pair {index + 1}/{count} ({first}): gateway {pair.gateway_ms:.2f} ms, "
+            f"direct {pair.direct_ms:.2f} ms, added {pair.added_ms:+.2f} ms")  # fmt: skip
+    return pairs
+
+
+async def run(args: argparse.Namespace) -> int:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = (args.out or REPO_ROOT / "build" / "bench" / f"real-shape-{stamp}").resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    cache = Path(os.environ.get("MMGW_REFERENCE_CACHE") or DEFAULT_REFERENCE_CACHE).expanduser()
+    checkpoint = (args.checkpoint or cache / f"shaped-{args.shape}").expanduser().resolve()
+    info = machine()
+    say(f"machine: {info['nproc']} x {info['cpu_model']}; {args.shape} on {args.device}")
+    say(f"the {args.shape} checkpoint in {checkpoint} ...")
+    generate_s = generate_checkpoint(args.shape, checkpoint, args.device)
+    gateway_cpus = parse_cpus(args.gateway_cpu)
+    pin_self(other_cpus("rest", gateway_cpus))  # Triton and this client off the gateway's core
+    triton = EmbeddedTriton(
+        model_repository(out, args.kv_reuse),
+        env=triton_environment(args.device, checkpoint, out / "reference-cache"),
+        models=[TRITON_MODEL], ready_timeout_s=args.ready_timeout,
+        stub_timeout_s=int(args.ready_timeout), python=Path(models_python()),
+    )  # fmt: skip
+    say("starting Triton with reference_llava from the checkpoint ...")
+    started = time.monotonic()
+    await triton.start()
+    load_s = time.monotonic() - started
+    say(f"Triton ready after {load_s:.1f} s")
+    gateway = sides = None
+    try:
+        gateway = start_gateway(
+            triton, out, gateway_cpus, config_text=lambda port: gateway_toml(triton, port)
+        )
+        image = image_load(args.side, SERVED_ID)
+        inputs = await direct_inputs(triton, image, args.max_tokens)
+        sides = Sides(triton, gateway.port, chat_body(image, args.max_tokens), inputs)
+        answers = await check_answers(sides)
+        pairs = await measure(sides, args.warmup, args.pairs)
+    finally:
+        if sides is not None:
+            await sides.close()
+        if gateway is not None:
+            gateway.stop()
+        await triton.stop()
+    result = summary(pairs)
+    lines = summary_lines(args.shape, result)
+    saved = {
+        "machine": info, "shape": args.shape, "device": args.device, "checkpoint": str(checkpoint),
+        "kv_reuse": args.kv_reuse, "side": args.side, "max_tokens": args.max_tokens,
+        "warmup": args.warmup, "generate_s": generate_s, "triton_load_s": load_s,
+        "answers": answers, "summary": result,
+        "pairs": [{"gateway_ms": p.gateway_ms, "direct_ms": p.direct_ms,
+                   "gateway_first": p.gateway_first} for p in pairs],
+    }  # fmt: skip
+    (out / "results.json").write_text(json.dumps(saved, indent=1) + "\n")
+    plot(pairs, result, out / "real-shape.png")
+    print("\n".join(lines), flush=True)
+    say(f"results in {out}")
+    return 0
