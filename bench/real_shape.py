@@ -145,7 +145,7 @@ def with_parameters(config: str, values: dict[str, str]) -> str:
     (each must be there: a rename upstream should fail the bench, not be ignored)."""
     for key, value in values.items():
         pattern = re.compile(r'(key: "' + re.escape(key) + r'"\s*value: \{ string_value: )"[^"]*"')
-        config, count = pattern.subn(lambda m, v=value: f'{m.group(1)}"{v}"', config)
+        config, count = pattern.subn(rf'\g<1>"{value}"', config)
         if count != 1:
             raise ValueError(f"config.pbtxt has no parameter {key!r}")
     return config

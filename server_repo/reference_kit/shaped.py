@@ -96,7 +96,7 @@ def shaped_config(name: str, tokenizer: PreTrainedTokenizerBase) -> LlavaConfig:
         raise ValueError(f"shape {name!r}: vocab {spec['vocab']} < tokenizer {len(tokenizer)}")
     features = (spec["vision"]["image"] // PATCH_SIZE) ** 2  # 576 at 336 px
     config = tiny_llava_config(spec, tokenizer, "<image>", features)
-    config.text_config.vocab_size = spec["vocab"]
+    config.get_text_config(decoder=True).vocab_size = spec["vocab"]
     return config
 
 
@@ -120,7 +120,7 @@ def build_model(
             torch.set_default_dtype(previous)
     if device.type != "meta":
         mute_non_text_tokens(model, tokenizer)
-    return model.eval(), tokenizer
+    return model, tokenizer
 
 
 def text_token_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
@@ -133,7 +133,8 @@ def text_token_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
 def mute_non_text_tokens(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> None:
     """Zero the language head's rows of every id that is not a text token (the module's
     docstring says why)."""
-    head = model.get_output_embeddings().weight  # [vocab, hidden]
+    # [vocab, hidden]
+    head = model.get_output_embeddings().weight  # type: ignore[no-untyped-call]
     keep = torch.zeros(head.shape[0], dtype=torch.bool, device=head.device)
     keep[text_token_ids(tokenizer)] = True
     head[~keep] = 0
