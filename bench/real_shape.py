@@ -37,17 +37,16 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 
 from bench.httpstream import OPENAI_MARKER, HttpStreamClient, HttpStreamError, StreamTiming
 from bench.images import ImageLoad, image_load
 from bench.loadgen import PROMPT
 from bench.overhead import machine, other_cpus
+from bench.paired import Pair, plot, summary, summary_lines
 from bench.procs import parse_cpus, pin_self, say
 from bench.stack import API_KEY, AUTH_HEADER, REPO_ROOT, start_gateway
 from gateway.config.settings import DEFAULT_REFERENCE_CACHE
@@ -75,69 +74,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--gateway-cpu", default=str((os.cpu_count() or 1) - 1), help="CPU(s) or all")
     add("--ready-timeout", type=float, default=900.0, help="seconds for Triton to load it")
     add("--out", type=Path, help="result folder (default build/bench/real-shape-<time>)")
-
-
-@dataclass(frozen=True)
-class Pair:
-    """One measured pair: each side's TTFT (ms), and which went first."""
-
-    gateway_ms: float
-    direct_ms: float
-    gateway_first: bool
-
-    @property
-    def added_ms(self) -> float:
-        return self.gateway_ms - self.direct_ms
-
-
-def bootstrap_median(
-    values: list[float], seed: int = 0, rounds: int = 10_000
-) -> tuple[float, float]:
-    """The 95% percentile-bootstrap interval of the median of ``values`` (seeded, so a run's
-    figures can be recomputed from its ``results.json``)."""
-    data = np.asarray(values, dtype=np.float64)
-    rng = np.random.default_rng(seed)
-    medians = np.median(rng.choice(data, size=(rounds, data.size), replace=True), axis=1)
-    low, high = np.percentile(medians, [2.5, 97.5])
-    return float(low), float(high)
-
-
-def summary(pairs: list[Pair]) -> dict[str, Any]:
-    """Per side median and p90 TTFT, the paired difference's median, interval and verdict."""
-    gateway = [p.gateway_ms for p in pairs]
-    direct = [p.direct_ms for p in pairs]
-    added = [p.added_ms for p in pairs]
-    low, high = bootstrap_median(added)
-    median = float(np.median(added))
-    return {
-        "pairs": len(pairs),
-        "gateway_ttft_ms": {
-            "p50": float(np.median(gateway)),
-            "p90": float(np.percentile(gateway, 90)),
-        },
-        "direct_ttft_ms": {
-            "p50": float(np.median(direct)),
-            "p90": float(np.percentile(direct, 90)),
-        },
-        "added_ttft_ms": {"p50": median, "ci95": [low, high]},
-        "goal_ms": GOAL_MS,
-        "met": median <= GOAL_MS,
-    }
-
-
-def summary_lines(shape: str, result: dict[str, Any]) -> list[str]:
-    gateway, direct, added = (
-        result[k] for k in ("gateway_ttft_ms", "direct_ttft_ms", "added_ttft_ms")
-    )
-    low, high = added["ci95"]
-    verdict = "met" if result["met"] else "NOT met"
-    return [
-        f"{shape}, {result['pairs']} pairs, one request at a time:",
-        f"  gateway TTFT p50 {gateway['p50']:8.2f} ms  p90 {gateway['p90']:8.2f} ms",
-        f"  direct  TTFT p50 {direct['p50']:8.2f} ms  p90 {direct['p90']:8.2f} ms",
-        f"  added TTFT (paired) p50 {added['p50']:+.2f} ms, 95% CI [{low:+.2f}, {high:+.2f}]",
-        f"  goal <= {GOAL_MS:g} ms p50: {verdict}",
-    ]
 
 
 def with_parameters(config: str, values: dict[str, str]) -> str:
@@ -171,8 +107,11 @@ def models_python() -> str:
 
 def generate_checkpoint(shape: str, folder: Path, device: str) -> float:
     """Run the shaped generator (it reuses a current folder); the seconds it took."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p))  # fmt: skip
+    # The models' own environment takes the checkout alone: a PYTHONPATH made for this
+    # interpreter (the gateway's NumPy 2 packages, say) would shadow the venv's.
+    models_own = bool(os.environ.get("MMGW_EMBEDDED__PYTHON"))
+    path = [str(REPO_ROOT)] + ([] if models_own else [os.environ.get("PYTHONPATH", "")])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in path if p))
     command = [models_python(), "-m", "server_repo.reference_kit.shaped", shape, str(folder),
                "--device", device]  # fmt: skip
     started = time.monotonic()
@@ -339,34 +278,6 @@ async def check_answers(sides: Sides) -> dict[str, str]:
     return {"gateway": gateway, "direct": direct}
 
 
-def plot(pairs: list[Pair], result: dict[str, Any], path: Path) -> None:
-    """Each pair's two TTFTs, and the paired differences against the goal."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4), dpi=80)
-    index = range(1, len(pairs) + 1)
-    left.plot(
-        index, [p.gateway_ms for p in pairs], "o-", label="gateway (JPEG data: URL)", markersize=3
-    )
-    left.plot(
-        index, [p.direct_ms for p in pairs], "s-", label="direct gRPC (same tensors)", markersize=3
-    )
-    left.set(xlabel="pair", ylabel="TTFT (ms)", title="time to first token")
-    left.legend()
-    added = [p.added_ms for p in pairs]
-    right.hist(added, bins=min(30, max(5, len(added) // 2)), color="tab:gray")
-    right.axvline(result["added_ttft_ms"]["p50"], color="tab:blue", label="median")
-    right.axvline(GOAL_MS, color="tab:red", linestyle="--", label=f"goal {GOAL_MS:g} ms")
-    right.set(xlabel="gateway - direct (ms)", ylabel="pairs", title="added TTFT per pair")
-    right.legend()
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-
-
 async def measure(sides: Sides, warmup: int, count: int) -> list[Pair]:
     for index in range(warmup):
         await sides.pair(gateway_first=index % 2 == 0)
@@ -419,7 +330,7 @@ async def run(args: argparse.Namespace) -> int:
         if gateway is not None:
             gateway.stop()
         await triton.stop()
-    result = summary(pairs)
+    result = summary(pairs, GOAL_MS)
     lines = summary_lines(args.shape, result)
     saved = {
         "machine": info, "shape": args.shape, "device": args.device, "checkpoint": str(checkpoint),
