@@ -118,7 +118,7 @@ def generate_checkpoint(shape: str, folder: Path, device: str) -> float:
     done = subprocess.run(command, env=env, cwd=REPO_ROOT, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"generating {shape} failed:\n{done.stdout[-2000:]}{done.stderr[-3000:]}")
-    say(done.stdout.strip().splitlines()[-1])
+    say(done.stdout.strip() or f"{shape}: generated")
     return time.monotonic() - started
 
 
@@ -278,17 +278,91 @@ async def check_answers(sides: Sides) -> dict[str, str]:
     return {"gateway": gateway, "direct": direct}
 
 
-async def measure(sides: Sides, warmup: int, count: int) -> list[Pair]:
+async def measure(sides: Sides, warmup: int, count: int, pairs: list[Pair]) -> None:
+    """Warm-up pairs, then ``count`` measured ones appended to ``pairs`` as they come (what
+    was measured before a failure is kept)."""
     for index in range(warmup):
         await sides.pair(gateway_first=index % 2 == 0)
-    pairs = []
     for index in range(count):
         pair = await sides.pair(gateway_first=index % 2 == 0)
         pairs.append(pair)
         first = "gateway first" if pair.gateway_first else "direct first"
         say(f"pair {index + 1}/{count} ({first}): gateway {pair.gateway_ms:.2f} ms, "
             f"direct {pair.direct_ms:.2f} ms, added {pair.added_ms:+.2f} ms")  # fmt: skip
+
+
+def gpu_memory_mb() -> dict[str, int] | None:
+    """The GPU's memory in use and in all (nvidia-smi, MiB), or None without one."""
+    query = "--query-gpu=memory.used,memory.total"
+    command = ["nvidia-smi", query, "--format=csv,noheader,nounits"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=20, check=True)
+        used, total = (int(v) for v in done.stdout.splitlines()[0].split(","))
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+    return {"used": used, "total": total}
+
+
+def folder_gb(folder: Path) -> float:
+    return sum(p.stat().st_size for p in folder.iterdir() if p.is_file()) / 1e9
+
+
+async def start_model(args: argparse.Namespace, out: Path, checkpoint: Path) -> EmbeddedTriton:
+    """Triton serving ``reference_llava`` from ``checkpoint`` on ``--device``, ready."""
+    triton = EmbeddedTriton(
+        model_repository(out, args.kv_reuse),
+        env=triton_environment(args.device, checkpoint, out / "reference-cache"),
+        models=[TRITON_MODEL], ready_timeout_s=args.ready_timeout,
+        stub_timeout_s=int(args.ready_timeout), python=Path(models_python()),
+    )  # fmt: skip
+    await triton.start()
+    return triton
+
+
+async def measure_through(
+    triton: EmbeddedTriton, args: argparse.Namespace, out: Path, saved: dict[str, Any]
+) -> list[Pair]:
+    """The gateway in front of ``triton``, the answers checked, the pairs measured; a failure
+    is recorded in ``saved["error"]`` with the pairs measured until then."""
+    gateway = sides = None
+    pairs: list[Pair] = []
+    try:
+        gateway = start_gateway(
+            triton, out, parse_cpus(args.gateway_cpu),
+            config_text=lambda port: gateway_toml(triton, port),
+        )  # fmt: skip
+        image = image_load(args.side, SERVED_ID)
+        inputs = await direct_inputs(triton, image, args.max_tokens)
+        sides = Sides(triton, gateway.port, chat_body(image, args.max_tokens), inputs)
+        saved["answers"] = await check_answers(sides)
+        await measure(sides, args.warmup, args.pairs, pairs)
+    except (Exception, SystemExit) as exc:
+        saved["error"] = f"{type(exc).__name__}: {exc}"
+        say(f"stopped: {saved['error']}")
+    finally:
+        if sides is not None:
+            await sides.close()
+        if gateway is not None:
+            gateway.stop()
     return pairs
+
+
+def write_results(out: Path, saved: dict[str, Any], pairs: list[Pair], title: str) -> None:
+    """Print the summary, then ``results.json`` and the plot (without matplotlib: none)."""
+    saved["pairs"] = [
+        {"gateway_ms": p.gateway_ms, "direct_ms": p.direct_ms, "gateway_first": p.gateway_first}
+        for p in pairs
+    ]
+    if pairs:
+        saved["summary"] = summary(pairs, GOAL_MS)
+        print("\n".join(summary_lines(title, saved["summary"])), flush=True)
+    (out / "results.json").write_text(json.dumps(saved, indent=1) + "\n")
+    if pairs:
+        try:
+            plot(pairs, saved["summary"], out / "real-shape.png")
+        except ImportError as exc:
+            say(f"no plot: {exc}")
+    say(f"results in {out}")
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -297,51 +371,26 @@ async def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     cache = Path(os.environ.get("MMGW_REFERENCE_CACHE") or DEFAULT_REFERENCE_CACHE).expanduser()
     checkpoint = (args.checkpoint or cache / f"shaped-{args.shape}").expanduser().resolve()
-    info = machine()
-    say(f"machine: {info['nproc']} x {info['cpu_model']}; {args.shape} on {args.device}")
+    saved: dict[str, Any] = {"machine": machine(), "shape": args.shape, "device": args.device}
+    say(f"machine: {saved['machine']['nproc']} x {saved['machine']['cpu_model']}")
     say(f"the {args.shape} checkpoint in {checkpoint} ...")
-    generate_s = generate_checkpoint(args.shape, checkpoint, args.device)
-    gateway_cpus = parse_cpus(args.gateway_cpu)
-    pin_self(other_cpus("rest", gateway_cpus))  # Triton and this client off the gateway's core
-    triton = EmbeddedTriton(
-        model_repository(out, args.kv_reuse),
-        env=triton_environment(args.device, checkpoint, out / "reference-cache"),
-        models=[TRITON_MODEL], ready_timeout_s=args.ready_timeout,
-        stub_timeout_s=int(args.ready_timeout), python=Path(models_python()),
-    )  # fmt: skip
-    say("starting Triton with reference_llava from the checkpoint ...")
+    saved["generate_s"] = generate_checkpoint(args.shape, checkpoint, args.device)
+    saved |= {"checkpoint": str(checkpoint), "checkpoint_gb": folder_gb(checkpoint),
+              "kv_reuse": args.kv_reuse, "side": args.side, "max_tokens": args.max_tokens,
+              "warmup": args.warmup, "gpu_memory_mb_before": gpu_memory_mb()}  # fmt: skip
+    # Triton and this client off the gateway's core(s).
+    pin_self(other_cpus("rest", parse_cpus(args.gateway_cpu)))
+    say(f"starting Triton with {TRITON_MODEL} from the checkpoint on {args.device} ...")
     started = time.monotonic()
-    await triton.start()
-    load_s = time.monotonic() - started
-    say(f"Triton ready after {load_s:.1f} s")
-    gateway = sides = None
+    triton = await start_model(args, out, checkpoint)
     try:
-        gateway = start_gateway(
-            triton, out, gateway_cpus, config_text=lambda port: gateway_toml(triton, port)
-        )
-        image = image_load(args.side, SERVED_ID)
-        inputs = await direct_inputs(triton, image, args.max_tokens)
-        sides = Sides(triton, gateway.port, chat_body(image, args.max_tokens), inputs)
-        answers = await check_answers(sides)
-        pairs = await measure(sides, args.warmup, args.pairs)
+        saved["triton_load_s"] = time.monotonic() - started
+        saved["gpu_memory_mb_loaded"] = gpu_memory_mb()
+        say(f"Triton ready after {saved['triton_load_s']:.1f} s (GPU memory: "
+            f"{saved['gpu_memory_mb_loaded']} MiB)")  # fmt: skip
+        pairs = await measure_through(triton, args, out, saved)
+        saved["gpu_memory_mb_measured"] = gpu_memory_mb()
     finally:
-        if sides is not None:
-            await sides.close()
-        if gateway is not None:
-            gateway.stop()
         await triton.stop()
-    result = summary(pairs, GOAL_MS)
-    lines = summary_lines(args.shape, result)
-    saved = {
-        "machine": info, "shape": args.shape, "device": args.device, "checkpoint": str(checkpoint),
-        "kv_reuse": args.kv_reuse, "side": args.side, "max_tokens": args.max_tokens,
-        "warmup": args.warmup, "generate_s": generate_s, "triton_load_s": load_s,
-        "answers": answers, "summary": result,
-        "pairs": [{"gateway_ms": p.gateway_ms, "direct_ms": p.direct_ms,
-                   "gateway_first": p.gateway_first} for p in pairs],
-    }  # fmt: skip
-    (out / "results.json").write_text(json.dumps(saved, indent=1) + "\n")
-    plot(pairs, result, out / "real-shape.png")
-    print("\n".join(lines), flush=True)
-    say(f"results in {out}")
-    return 0
+    write_results(out, saved, pairs, f"{args.shape} on {args.device}")
+    return 1 if "error" in saved else 0
