@@ -386,8 +386,9 @@ async def run(args: argparse.Namespace) -> int:
     try:
         saved["triton_load_s"] = time.monotonic() - started
         saved["gpu_memory_mb_loaded"] = gpu_memory_mb()
-        say(f"Triton ready after {saved['triton_load_s']:.1f} s (GPU memory: "
-            f"{saved['gpu_memory_mb_loaded']} MiB)")  # fmt: skip
+        memory = saved["gpu_memory_mb_loaded"]
+        used = f", GPU memory in use {memory['used']} of {memory['total']} MiB" if memory else ""
+        say(f"Triton ready after {saved['triton_load_s']:.1f} s{used}")
         pairs = await measure_through(triton, args, out, saved)
         saved["gpu_memory_mb_measured"] = gpu_memory_mb()
     finally:

@@ -24,6 +24,6 @@ if [[ ! -x $venv/bin/python ]]; then
   echo "== deploy/models-venv.sh $venv --no-index --find-links $wheels"
   bash deploy/models-venv.sh "$venv" --no-index --find-links "$wheels"
 fi
-echo "== python -m bench real-shape $* (the model in $venv, on CUDA)"
+echo "== python -m bench real-shape $* (the model in $venv)"
 MMGW_EMBEDDED__PYTHON="$venv/bin/python" exec python3 -m bench real-shape \
   --out "build/bench/real-shape-$(date +%Y%m%d-%H%M%S)" "$@"

@@ -72,6 +72,7 @@ SHAPES: dict[str, dict[str, Any]] = {
         "seed": 1234,
     },
 }
+SHARD_SIZE = "5GB"  # safetensors files of the weights (three for the 7B shape)
 PATCH_SIZE = 14  # CLIP ViT-L/14, as clip_vision_config builds every LLaVA tower
 
 
@@ -146,7 +147,9 @@ def parameter_count(name: str) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def write_shaped_checkpoint(name: str, directory: Path, device: torch.device) -> None:
+def write_shaped_checkpoint(
+    name: str, directory: Path, device: torch.device, max_shard_size: str = SHARD_SIZE
+) -> None:
     """Generate the shape on ``device`` (fp16 on CUDA, fp32 on the CPU) into ``directory``."""
     if device.type == "cpu" and parameter_count(name) > MAX_CPU_PARAMETERS:
         raise ValueError(
@@ -159,7 +162,7 @@ def write_shaped_checkpoint(name: str, directory: Path, device: torch.device) ->
         "model": LlavaArch.name, "shape": name, "fingerprint": shape_fingerprint(name),
         "version": SHAPED_VERSION, "parameters": sum(p.numel() for p in model.parameters()),
     }  # fmt: skip
-    save_checkpoint(LlavaArch(), model, tokenizer, directory, marker, max_shard_size="5GB")
+    save_checkpoint(LlavaArch(), model, tokenizer, directory, marker, max_shard_size)
 
 
 def is_current(name: str, directory: Path) -> bool:

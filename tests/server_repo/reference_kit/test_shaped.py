@@ -86,3 +86,13 @@ def test_the_command_line_generates_then_reuses(
     assert "already there (reused)" in capsys.readouterr().out
     assert main(["llava-1.5-7b", str(tmp_path / "big"), "--device", "cpu"]) == 2
     assert "generated on a GPU" in capsys.readouterr().err
+
+
+def test_sharded_weights_load_as_they_were_built(tmp_path: Path) -> None:
+    """The 7B shape is written in 5 GB shards; the same code at a tiny shard size."""
+    write_shaped_checkpoint("tiny", tmp_path, torch.device("cpu"), max_shard_size="300KB")
+    assert len(list(tmp_path.glob("model-*-of-*.safetensors"))) > 1
+    loaded = load_assets(LlavaArch(), checkpoint=str(tmp_path), device="cpu").model.state_dict()
+    built, _ = build_model("tiny", torch.device("cpu"), torch.float32)
+    assert loaded.keys() == built.state_dict().keys()
+    assert all(torch.equal(loaded[k], v) for k, v in built.state_dict().items())
