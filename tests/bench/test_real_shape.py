@@ -14,23 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.real_shape import (
-    REFERENCE_REPOSITORY,
-    TRITON_MODEL,
-    streamed_text,
-    with_parameters,
-)
+from bench.real_shape import streamed_text
+from bench.shaped_stack import TRITON_MODEL
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
-
-
-def test_a_config_parameter_is_replaced_or_the_bench_fails() -> None:
-    config = (REFERENCE_REPOSITORY / TRITON_MODEL / "config.pbtxt").read_text()
-    changed = with_parameters(config, {"max_cached_tokens": "0"})
-    assert 'key: "max_cached_tokens"\n  value: { string_value: "0" }' in changed
-    assert changed.replace('string_value: "0" }', 'string_value: "65536" }', 1) == config
-    with pytest.raises(ValueError, match="no parameter 'renamed'"):
-        with_parameters(config, {"renamed": "0"})
 
 
 def test_the_gateways_stream_is_read_back_as_text() -> None:
