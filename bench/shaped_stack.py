@@ -56,7 +56,8 @@ def models_python() -> str:
 
 
 def generate_checkpoint(shape: str, folder: Path, device: str) -> float:
-    """Run the shaped generator (it reuses a current folder); the seconds it took."""
+    """Run the shaped generator (it reuses a current folder; a fresh machine generates) in
+    the models' interpreter; the seconds it took."""
     # The models' own environment takes the checkout alone: a PYTHONPATH made for this
     # interpreter (the gateway's NumPy 2 packages, say) would shadow the venv's.
     models_own = bool(os.environ.get("MMGW_EMBEDDED__PYTHON"))
@@ -64,11 +65,11 @@ def generate_checkpoint(shape: str, folder: Path, device: str) -> float:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in path if p))
     command = [models_python(), "-m", "server_repo.reference_kit.shaped", shape, str(folder),
                "--device", device]  # fmt: skip
+    say(" ".join(command[1:]))
     started = time.monotonic()
-    done = subprocess.run(command, env=env, cwd=REPO_ROOT, capture_output=True, text=True)
+    done = subprocess.run(command, env=env, cwd=REPO_ROOT)  # its progress shows as it goes
     if done.returncode != 0:
-        raise SystemExit(f"generating {shape} failed:\n{done.stdout[-2000:]}{done.stderr[-3000:]}")
-    say(done.stdout.strip() or f"{shape}: generated")
+        raise SystemExit(f"generating {shape} failed (exit {done.returncode}); see above")
     return time.monotonic() - started
 
 

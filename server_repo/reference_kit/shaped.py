@@ -183,10 +183,12 @@ def shaped_checkpoint(name: str, directory: Path, device: str | None = None) -> 
     directory = directory.expanduser().resolve()
     if is_current(name, directory):
         return directory, False
+    target = resolve_device(device)
+    print(f"generating {name} on {target} into {directory} ...", file=sys.stderr, flush=True)
     directory.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}-", dir=directory.parent))
     try:
-        write_shaped_checkpoint(name, staging, resolve_device(device))
+        write_shaped_checkpoint(name, staging, target)
         if directory.exists():
             shutil.rmtree(directory)
         staging.rename(directory)
