@@ -179,10 +179,13 @@ def is_current(name: str, directory: Path) -> bool:
 def shaped_checkpoint(name: str, directory: Path, device: str | None = None) -> tuple[Path, bool]:
     """``directory`` holding the shape, generated unless already there; and whether it was
     generated now. Written into a folder beside it and renamed into place, so a reader never
-    sees half a checkpoint; a stale one (other sizes, other version) is replaced."""
+    sees half a checkpoint; a stale one (other sizes, other version) is replaced, a folder
+    of anything else is refused."""
     directory = directory.expanduser().resolve()
     if is_current(name, directory):
         return directory, False
+    if directory.exists() and any(directory.iterdir()) and not (directory / MARKER_FILE).exists():
+        raise ValueError(f"{directory} holds something else than a shaped checkpoint: not replaced")
     target = resolve_device(device)
     print(f"generating {name} on {target} into {directory} ...", file=sys.stderr, flush=True)
     directory.parent.mkdir(parents=True, exist_ok=True)

@@ -75,6 +75,12 @@ def test_a_current_folder_is_reused_and_a_stale_one_regenerated(tmp_path: Path) 
     assert shaped_checkpoint("tiny", folder, "cpu") == (folder, True)
     assert is_current("tiny", folder)
     assert [p.name for p in tmp_path.iterdir()] == ["ck"]  # no staging folder left
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    with pytest.raises(ValueError, match="not replaced"):
+        shaped_checkpoint("tiny", mine, "cpu")
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
 
 
 def test_the_command_line_generates_then_reuses(
