@@ -18,6 +18,8 @@
 - ``profile``: py-spy samples of the gateway process under streaming load
 - ``report DIR``: re-render a saved run's tables, goals and plot
 - ``replicas``: KV reuse with image-affinity routing over embedded Triton replicas
+- ``real-shape``: the added TTFT of a one-image request on the reference LLaVA at
+  LLaVA-1.5-7B's dimensions (random weights) on the GPU, paired with direct gRPC
 - ``reference-gpu``: the GPU check of the reference models (``bench/reference_gpu.py``)
 - ``realtime``: 200 live transcription sessions held on one process (memory per session), or
   ``--latency``: speech end -> ``completed`` for a 3 s utterance
@@ -69,6 +71,11 @@ def _parser() -> argparse.ArgumentParser:
 
     realtime.add_arguments(commands.add_parser("realtime", help="live transcription sessions"))
     hostile.add_arguments(commands.add_parser("hostile", help="200 hostile guides, one process"))
+    from bench import real_shape
+
+    real_shape.add_arguments(
+        commands.add_parser("real-shape", help="added TTFT on a 7B-shaped model, paired")
+    )
     rerender = commands.add_parser("report", help="re-render a saved run")
     rerender.add_argument("folder", type=Path)
     gpu = commands.add_parser("reference-gpu", help="GPU check of the reference models")
@@ -125,6 +132,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench import trace
 
         return uvloop.run(trace.run(args))
+    if args.command == "real-shape":
+        from bench import real_shape
+
+        return uvloop.run(real_shape.run(args))
     if args.command == "gpu-goals":
         from bench import gpu_goals
 

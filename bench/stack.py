@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -105,16 +106,21 @@ def start_gateway(
     port: int = 0,
     source: Path | None = None,
     workers: int = 1,
+    config_text: Callable[[int], str] | None = None,
 ) -> Service:
     """``mmgw serve`` in its own process, pinned to ``cpus``, ready when /health says so.
 
     ``source``: run the gateway package of another checkout (a ``git worktree`` of an older
-    commit), for before/after runs under the same conditions.
+    commit), for before/after runs under the same conditions. ``config_text``: the TOML for
+    the chosen port, instead of ``gateway_config``'s (another served model).
     """
     port = port or free_port()
     workdir = workdir.resolve()  # the gateway may run in another folder (``source``)
     config = workdir / "gateway.toml"
-    config.write_text(gateway_config(triton, port, max_in_flight, workers))
+    if config_text is None:
+        config.write_text(gateway_config(triton, port, max_in_flight, workers))
+    else:
+        config.write_text(config_text(port))
     command = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config)]
     # The bench starts Triton itself; the gateway must not see the models' interpreter
     # (an older gateway under --gateway-source would refuse the unknown setting).

@@ -108,7 +108,8 @@ def prefill(
     past = lm.new_cache(join_blocks(blocks, reused_tokens) if reused_tokens > 0 else None)
     logits = lm.logits(embeds[:, reused_tokens:], past, reused_tokens)
     full_blocks = len(prompt) // size
-    if full_blocks > len(blocks) and keys[len(blocks)] is not None:
+    # The new blocks are cut out (a copy per layer) only for a cache that keeps them.
+    if cache.stores and full_blocks > len(blocks) and keys[len(blocks)] is not None:
         layers = [(layer.keys, layer.values) for layer in past.layers]
         fresh = slice_blocks(layers, len(blocks), full_blocks - len(blocks), size)
         cache.insert(keys, fresh, first=len(blocks))

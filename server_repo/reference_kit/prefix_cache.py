@@ -61,6 +61,11 @@ class PrefixCache:
         self._blocks: OrderedDict[bytes, KVBlock] = OrderedDict()
         self._lock = threading.Lock()
 
+    @property
+    def stores(self) -> bool:
+        """Whether a block fits at all (``max_cached_tokens`` 0 turns the cache off)."""
+        return self.max_cached_tokens >= self.tokens_per_block
+
     def block_keys(
         self, token_ids: Sequence[int], media_mask: Sequence[bool], extra_id: int | None
     ) -> list[bytes | None]:
@@ -98,7 +103,7 @@ class PrefixCache:
 
         Returns how many blocks were stored. Evicts least recently used blocks beyond the bound.
         """
-        if self.max_cached_tokens < self.tokens_per_block:
+        if not self.stores:
             return 0
         stored: list[bytes] = []
         with self._lock:

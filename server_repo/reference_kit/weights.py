@@ -112,15 +112,30 @@ def write_tiny_checkpoint(arch: Arch, directory: Path) -> None:
         torch.manual_seed(arch.tiny_spec["seed"])
         model = arch.model_class(config)
         arch.finish_tiny_model(model, tokenizer)
+    marker = {"model": arch.name, "fingerprint": fingerprint(arch), "version": GENERATOR_VERSION}
+    save_checkpoint(arch, model, tokenizer, directory, marker)
+
+
+def save_checkpoint(
+    arch: Arch,
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    directory: Path,
+    marker: dict[str, Any],
+    max_shard_size: str | None = None,
+) -> None:
+    """A generated model as an ordinary Hugging Face folder: weights (safetensors, in shards
+    of ``max_shard_size`` when given), generation config, tokenizer, processor files, and the
+    ``marker`` last, so a folder with a marker is complete."""
     model.generation_config = GenerationConfig(
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
-    model.save_pretrained(directory)
+    shards = {"max_shard_size": max_shard_size} if max_shard_size else {}
+    model.save_pretrained(directory, **shards)
     tokenizer.save_pretrained(directory)
     arch.save_processor(tokenizer, directory)
-    marker = {"model": arch.name, "fingerprint": fingerprint(arch), "version": GENERATOR_VERSION}
     (directory / MARKER_FILE).write_text(json.dumps(marker, indent=2) + "\n")
 
 

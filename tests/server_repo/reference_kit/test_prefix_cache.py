@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
+import pytest
 import torch
 
 from server_repo.reference_kit import GenerationRequest, ReferenceEngine
@@ -136,3 +138,24 @@ def test_engine_respects_the_cache_bound(fresh_engine: Callable[..., ReferenceEn
         engine.complete(request)
         assert engine.cache.info().cached_tokens <= 1200
     assert engine.cache.info().blocks > 0
+
+
+def test_a_disabled_cache_costs_the_prefill_no_block_copies(
+    fresh_engine: Callable[..., ReferenceEngine], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cutting a prompt's blocks out of the KV is a copy per layer and block (on a 7B model,
+    some 2,400 small copies before the first token): only for a cache that keeps them."""
+    from server_repo.reference_kit import generate
+
+    copies: list[int] = []
+
+    def counted(*args: Any) -> Any:
+        copies.append(args[2])
+        return slice_blocks(*args)
+
+    monkeypatch.setattr(generate, "slice_blocks", counted)
+    request = GenerationRequest("What is this?", images=llava_pixels(1), max_tokens=2, extra_id=3)
+    off = fresh_engine("llava", max_cached_tokens=0).complete(request)
+    assert copies == [] and not PrefixCache(16, max_cached_tokens=15).stores
+    on = fresh_engine("llava").complete(request)
+    assert copies == [on.stats.input_tokens // 16] and on.token_ids == off.token_ids
