@@ -27,8 +27,8 @@ Then what bounds the goals that are not met, on the same host (``--no-diagnosis`
 
 About 9 minutes with the defaults on that host (``--no-diagnosis`` then ``--diagnosis-only``
 split it in two, about 6 and 3); results (every row, the goals table, the diagnosis) under
-``--out``. The LLaVA-1.5-7B-shaped measurement of
-the issue needs a real engine and is not part of this run.
+``--out``. The issue's LLaVA-1.5-7B-shaped row is its own command (a 14 GB checkpoint
+generated on the GPU): ``bench/real_shape.sh`` (``python -m bench real-shape``).
 """
 
 from __future__ import annotations
