@@ -41,7 +41,7 @@ import os
 import statistics
 import time
 from collections.abc import Awaitable, Iterator
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -53,6 +53,7 @@ from bench.stack import REPO_ROOT, start_floor, start_gateway, start_triton
 
 if TYPE_CHECKING:
     from bench.procs import Service
+    from gateway.triton.embedded import EmbeddedTriton
 
 _STREAM_CLIENT_ENV = "MMGW_UPSTREAM__STREAM_CLIENT"
 
@@ -120,11 +121,6 @@ async def run(args: argparse.Namespace) -> int:
     pool = WorkerPool(args.workers)
     gateways: dict[str, Service] = {}
     floor: Service | None = None
-    floors: list[list[report.Measurement]] = []
-    floor_paced: list[report.Measurement] = []
-    floods: dict[str, list[list[report.Measurement]]] = {c: [] for c in clients}
-    paced: dict[str, list[report.Measurement]] = {}
-    image_rows: dict[str, list[report.Measurement]] = {}
     try:
         for client in clients:  # side by side on the same cores: the idle one costs nothing
             (out / client).mkdir(exist_ok=True)
@@ -132,33 +128,7 @@ async def run(args: argparse.Namespace) -> int:
                 gateways[client] = start_gateway(triton, out / client, gateway_cpus, workers=count)
         if args.floor:  # the stack's own cost per token, on the same cores (bench/floor.py)
             floor = start_floor(triton, out, gateway_cpus, workers=count)
-        for index in range(args.runs):  # interleaved, so drift hits every client alike
-            for client, gateway in gateways.items():
-                say(f"flood run {index + 1} of {args.runs}, stream client {client}")
-                floods[client].append(await overhead.measure_all(
-                    _options(args, out), triton, {"gateway": gateway}, pool))  # fmt: skip
-            if floor is not None:
-                say(f"flood run {index + 1} of {args.runs}, the floor relay")
-                floors.append(await overhead.measure_all(
-                    _options(args, out, modes=("triton_http", "grpc", "floor")), triton,
-                    {"gateway": floor, "floor": floor}, pool))  # fmt: skip
-        paced_opts = _options(args, out, concurrency=(64,), modes=("grpc", "gateway"),
-                              profiles=("paced",))  # fmt: skip
-        image_opts = _options(
-            args, out, profiles=(), modes=("grpc", "gateway"), images=images,
-            concurrency=tuple(int(c) for c in args.image_concurrency.split(",")),
-        )  # fmt: skip
-        for client, gateway in gateways.items():
-            say(f"paced and image phases, stream client {client}")
-            proxies = {"gateway": gateway}
-            paced[client] = await overhead.measure_all(paced_opts, triton, proxies, pool)
-            image_rows[client] = await overhead.measure_all(image_opts, triton, proxies, pool)
-        if floor is not None:  # what the stack alone adds to a first token, same load
-            say("paced phase, the floor relay")
-            floor_opts = replace(paced_opts, modes=("grpc", "floor"))
-            floor_paced = await overhead.measure_all(
-                floor_opts, triton, {"gateway": floor, "floor": floor}, pool
-            )
+        measured = await _measure(args, out, triton, pool, gateways, floor, images)
     finally:
         pool.close()
         for service in [*gateways.values(), *([floor] if floor else [])]:
@@ -167,19 +137,7 @@ async def run(args: argparse.Namespace) -> int:
     info["loadavg_end"] = overhead.loadavg_line()
     info["gateway"] = f"{count} workers on CPUs {sorted(gateway_cpus or [])}"
     info["wall_s"] = round(time.monotonic() - started, 1)
-    tables = {c: goals_table(floods[c], paced[c], image_rows[c]) for c in clients}
-    text = "\n\n".join(f"upstream.stream_client = {c}:\n\n{t}" for c, t in tables.items())
-    if floors:
-        text += "\n\n" + floor_table(floors, floor_paced)
-    rows: list[dict[str, object]] = []
-    for c in clients:
-        measured = [r for run_rows in floods[c] for r in run_rows] + paced[c] + image_rows[c]
-        rows += [{**asdict(r), "stream_client": c} for r in measured]
-    floor_rows = [r for run_rows in floors for r in run_rows] + floor_paced
-    rows += [{**asdict(r), "stream_client": "grpcio"} for r in floor_rows]
-    dump = {"machine": info, "rows": rows, "goals": text}
-    (out / "results.json").write_text(json.dumps(dump, indent=1))
-    (out / "goals.md").write_text(text + "\n")
+    text = measured.write(out, info)
     print(f"\n{info}\n\n{text}", flush=True)
     if not args.no_diagnosis:
         report_text = await diagnosis(args, out, sorted(gateway_cpus or cores), images, clients)
@@ -187,6 +145,78 @@ async def run(args: argparse.Namespace) -> int:
         print(f"\n{report_text}", flush=True)
     say(f"results in {out}")
     return 0
+
+
+@dataclass
+class _Measured:
+    """Every phase's rows: per stream client (floods per run, paced, images), the floor's."""
+
+    floods: dict[str, list[list[report.Measurement]]] = field(default_factory=dict)
+    paced: dict[str, list[report.Measurement]] = field(default_factory=dict)
+    images: dict[str, list[report.Measurement]] = field(default_factory=dict)
+    floors: list[list[report.Measurement]] = field(default_factory=list)
+    floor_paced: list[report.Measurement] = field(default_factory=list)
+
+    def write(self, out: Path, info: dict[str, object]) -> str:
+        """The goals tables (also ``goals.md``) and every row (``results.json``)."""
+        clients = list(self.floods)
+        tables = {c: goals_table(self.floods[c], self.paced[c], self.images[c]) for c in clients}
+        text = "\n\n".join(f"upstream.stream_client = {c}:\n\n{t}" for c, t in tables.items())
+        if self.floors:
+            text += "\n\n" + floor_table(self.floors, self.floor_paced)
+        rows: list[dict[str, object]] = []
+        for c in clients:
+            runs = [r for run_rows in self.floods[c] for r in run_rows]
+            rows += [
+                {**asdict(r), "stream_client": c} for r in runs + self.paced[c] + self.images[c]
+            ]
+        floor_rows = [r for run_rows in self.floors for r in run_rows] + self.floor_paced
+        rows += [{**asdict(r), "stream_client": "grpcio"} for r in floor_rows]
+        dump = {"machine": info, "rows": rows, "goals": text}
+        (out / "results.json").write_text(json.dumps(dump, indent=1))
+        (out / "goals.md").write_text(text + "\n")
+        return text
+
+
+async def _measure(
+    args: argparse.Namespace,
+    out: Path,
+    triton: EmbeddedTriton,
+    pool: WorkerPool,
+    gateways: dict[str, Service],
+    floor: Service | None,
+    images: tuple[int, ...],
+) -> _Measured:
+    """The flood runs (each gateway, then the floor, interleaved run by run so drift hits
+    them alike), then each gateway's paced and image phases, then the floor's paced one."""
+    measured = _Measured(floods={client: [] for client in gateways})
+    on_floor = {"gateway": floor, "floor": floor} if floor is not None else {}
+    for index in range(args.runs):
+        for client, gateway in gateways.items():
+            say(f"flood run {index + 1} of {args.runs}, stream client {client}")
+            measured.floods[client].append(await overhead.measure_all(
+                _options(args, out), triton, {"gateway": gateway}, pool))  # fmt: skip
+        if on_floor:
+            say(f"flood run {index + 1} of {args.runs}, the floor relay")
+            measured.floors.append(await overhead.measure_all(
+                _options(args, out, modes=("triton_http", "grpc", "floor")), triton,
+                on_floor, pool))  # fmt: skip
+    paced_opts = _options(args, out, concurrency=(64,), modes=("grpc", "gateway"),
+                          profiles=("paced",))  # fmt: skip
+    image_opts = _options(
+        args, out, profiles=(), modes=("grpc", "gateway"), images=images,
+        concurrency=tuple(int(c) for c in args.image_concurrency.split(",")),
+    )  # fmt: skip
+    for client, gateway in gateways.items():
+        say(f"paced and image phases, stream client {client}")
+        proxies = {"gateway": gateway}
+        measured.paced[client] = await overhead.measure_all(paced_opts, triton, proxies, pool)
+        measured.images[client] = await overhead.measure_all(image_opts, triton, proxies, pool)
+    if on_floor:  # what the stack alone adds to a first token, same load
+        say("paced phase, the floor relay")
+        floor_opts = replace(paced_opts, modes=("grpc", "floor"))
+        measured.floor_paced = await overhead.measure_all(floor_opts, triton, on_floor, pool)
+    return measured
 
 
 @contextlib.contextmanager
