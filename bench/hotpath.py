@@ -60,6 +60,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=5, help="best of this many runs")
     parser.add_argument("--triton", action="store_true", help="also time the real gRPC path")
+    parser.add_argument(
+        "--idle-ms", type=float, default=0.0,
+        help="also time one request's wall time back to back and after this long asleep",
+    )  # fmt: skip
 
 
 def cpu_us(work: Callable[[], None], repeat: int) -> float:
@@ -194,6 +198,45 @@ def time_app(requests: int, tokens: int, repeat: int) -> dict[str, float]:
     }
 
 
+def time_idle(idle_ms: float, samples: int = 40) -> dict[str, float]:
+    """One 1-token request's wall time through the app (microseconds, median), back to back
+    and after ``idle_ms`` asleep. A paced load leaves the core idle between requests, and the
+    same code then runs several times slower (caches and branch predictors cold, the clock
+    down): the longer a request's path, the more it pays, which a back-to-back CPU figure
+    does not show."""
+    import statistics
+
+    import uvloop
+
+    app = fake_app(1)
+    body = json.dumps(
+        {"model": "loadgen", "messages": [{"role": "user", "content": "hi"}],
+         "max_tokens": 1, "stream": True}
+    ).encode()  # fmt: skip
+
+    async def median_us(gap_s: float) -> float:
+        walls = []
+        for _ in range(samples):
+            if gap_s:
+                await asyncio.sleep(gap_s)
+            started = time.perf_counter()
+            await drive(app, body, 1)
+            walls.append(time.perf_counter() - started)
+        return statistics.median(walls) * 1e6
+
+    loop = uvloop.new_event_loop()
+    try:
+        loop.run_until_complete(drive(app, body, 50))  # warm-up
+        warm = loop.run_until_complete(median_us(0.0))
+        cold = loop.run_until_complete(median_us(idle_ms / 1000))
+    finally:
+        loop.close()
+    return {
+        "app, one request's wall time, back to back": warm,
+        f"app, one request's wall time, after {idle_ms:g} ms idle": cold,
+    }
+
+
 def main(args: argparse.Namespace) -> int:
     import os
 
@@ -207,6 +250,8 @@ def main(args: argparse.Namespace) -> int:
         from bench.hotpath_grpc import time_grpc
 
         figures.update(time_grpc())
+    if args.idle_ms > 0:
+        figures.update(time_idle(args.idle_ms))
     for label, value in figures.items():
         print(f"{value:9.2f} us  {label}", flush=True)
     return 0

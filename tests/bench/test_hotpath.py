@@ -1,0 +1,18 @@
+"""``bench hotpath --idle-ms``: one request's wall time back to back and after an idle gap."""
+
+from __future__ import annotations
+
+import math
+
+from bench.hotpath import time_idle
+
+
+def test_the_idle_figure_times_one_request_each_way() -> None:
+    figures = time_idle(20.0, samples=3)
+    assert list(figures) == [
+        "app, one request's wall time, back to back",
+        "app, one request's wall time, after 20 ms idle",
+    ]
+    # A request through the whole app (middleware, route, relay, SSE) takes some tens of
+    # microseconds at the very least, and well under a second here.
+    assert all(math.isfinite(us) and 20.0 < us < 1_000_000 for us in figures.values())
