@@ -15,22 +15,4 @@
 # opentelemetry-exporter-otlp-proto-http for the traces, py-spy for the profile of the
 # diagnosis: a part whose package is missing prints "skipped" and the run goes on).
 # MODELS_VENV (default /tmp/models-venv) is reused when bench/gpu_recipe.sh already built it.
-set -euo pipefail
-wheels=${1:?usage: bench/gpu_goals.sh WHEELS [SITE] [-- gpu-goals options]}
-shift
-site=""
-if (($#)) && [[ $1 != -- ]]; then site=$1; shift; fi
-[[ ${1:-} == -- ]] && shift
-root=$(cd "$(dirname "$0")/.." && pwd)
-cd "$root"
-export PYTHONPATH="${site:+$site:}$root"
-[[ -n $site && -d $site/bin ]] && export PATH="$site/bin:$PATH"  # py-spy, pip --target'ed
-export PYTHONUNBUFFERED=1
-venv=${MODELS_VENV:-/tmp/models-venv}
-if [[ ! -x $venv/bin/python ]]; then
-  echo "== deploy/models-venv.sh $venv --no-index --find-links $wheels"
-  bash deploy/models-venv.sh "$venv" --no-index --find-links "$wheels"
-fi
-echo "== python -m bench gpu-goals $* (the fixture in $venv)"
-MMGW_EMBEDDED__PYTHON="$venv/bin/python" exec python3 -m bench gpu-goals \
-  --out "build/bench/gpu-goals-$(date +%Y%m%d-%H%M%S)" "$@"
+exec "$(dirname "$0")/in_models_venv.sh" gpu-goals "$@"

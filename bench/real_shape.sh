@@ -9,21 +9,4 @@
 # WHEELS and SITE as for bench/gpu_goals.sh: the models' environment (deploy/models-venv.sh,
 # MODELS_VENV, default /tmp/models-venv, reused when already built) generates the checkpoint
 # and runs the model; SITE holds the gateway's own dependencies for the image's Python.
-set -euo pipefail
-wheels=${1:?usage: bench/real_shape.sh WHEELS [SITE] [-- real-shape options]}
-shift
-site=""
-if (($#)) && [[ $1 != -- ]]; then site=$1; shift; fi
-[[ ${1:-} == -- ]] && shift
-root=$(cd "$(dirname "$0")/.." && pwd)
-cd "$root"
-export PYTHONPATH="${site:+$site:}$root"
-export PYTHONUNBUFFERED=1
-venv=${MODELS_VENV:-/tmp/models-venv}
-if [[ ! -x $venv/bin/python ]]; then
-  echo "== deploy/models-venv.sh $venv --no-index --find-links $wheels"
-  bash deploy/models-venv.sh "$venv" --no-index --find-links "$wheels"
-fi
-echo "== python -m bench real-shape $* (the model in $venv)"
-MMGW_EMBEDDED__PYTHON="$venv/bin/python" exec python3 -m bench real-shape \
-  --out "build/bench/real-shape-$(date +%Y%m%d-%H%M%S)" "$@"
+exec "$(dirname "$0")/in_models_venv.sh" real-shape "$@"
