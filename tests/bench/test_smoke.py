@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.gpu_goals import goals_table
+from bench.goals_tables import goals_table
 from bench.httpstream import OPENAI_MARKER, TRITON_MARKER, is_token
 from bench.loadgen import PhaseResult, StreamTiming
 from bench.pool import split
