@@ -140,6 +140,13 @@ def fake_app(tokens: int) -> Any:
     return app
 
 
+def chat_body(max_tokens: int, **fields: object) -> bytes:
+    """A streamed chat request for the fake app's model (``fields`` added to it)."""
+    request = {"model": "loadgen", "messages": [{"role": "user", "content": "hi"}],
+               "max_tokens": max_tokens, "stream": True, **fields}  # fmt: skip
+    return json.dumps(request).encode()
+
+
 async def drive(app: Any, body: bytes, requests: int) -> int:
     """Send ``requests`` streamed chat completions through the ASGI app; bytes answered."""
     headers = [
@@ -180,10 +187,7 @@ def time_app(requests: int, tokens: int, repeat: int) -> dict[str, float]:
 
     def run(count: int) -> float:
         app = fake_app(count)
-        body = json.dumps(
-            {"model": "loadgen", "messages": [{"role": "user", "content": "hi"}],
-             "max_tokens": count, "stream": True}
-        ).encode()  # fmt: skip
+        body = chat_body(count)
         loop = uvloop.new_event_loop()
         try:
             loop.run_until_complete(drive(app, body, 20))  # warm-up
@@ -208,11 +212,7 @@ def time_idle(idle_ms: float, samples: int = 40) -> dict[str, float]:
 
     import uvloop
 
-    app = fake_app(1)
-    body = json.dumps(
-        {"model": "loadgen", "messages": [{"role": "user", "content": "hi"}],
-         "max_tokens": 1, "stream": True}
-    ).encode()  # fmt: skip
+    app, body = fake_app(1), chat_body(1)
 
     async def median_us(gap_s: float) -> float:
         walls = []

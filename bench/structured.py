@@ -16,7 +16,7 @@ import os
 import time
 from typing import Any
 
-from bench.hotpath import CONFIG, FakeClient, cpu_us, drive
+from bench.hotpath import CONFIG, FakeClient, chat_body, cpu_us, drive
 from gateway.app import create_app
 from gateway.config import EmbeddedSettings, GuideSettings, ServedModel, Settings
 from gateway.families.calls import Guide
@@ -157,10 +157,7 @@ def time_requests(requests: int, repeat: int) -> dict[str, float]:
     results: dict[str, float] = {}
     for label, (fields, tokens) in cases.items():
         app = guided_app(tokens)
-        body = json.dumps(
-            {"model": "loadgen", "messages": [{"role": "user", "content": "hi"}],
-             "max_tokens": 256, "stream": True, **fields}
-        ).encode()  # fmt: skip
+        body = chat_body(256, **fields)
         loop = uvloop.new_event_loop()
         try:
             loop.run_until_complete(drive(app, body, 20))  # warm-up (and the compile)
