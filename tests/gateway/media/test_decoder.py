@@ -34,7 +34,10 @@ def _children() -> set[int]:
     """This process's child processes (Linux)."""
     found: set[int] = set()
     for task in Path(f"/proc/{os.getpid()}/task").iterdir():
-        children = (task / "children").read_text().split()
+        try:
+            children = (task / "children").read_text().split()
+        except FileNotFoundError:  # the thread ended since the folder was listed
+            continue
         found.update(int(pid) for pid in children)
     return found
 
