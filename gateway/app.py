@@ -43,10 +43,20 @@ from gateway.routes import (
     responses,
     ui,
 )
+from gateway.routes.direct import DirectRoutes, direct_routes
 from gateway.routes.state import field_names_of
 from gateway.runtime import Runtime, build_runtime
 
 log = logging.getLogger(__name__)
+
+# Served by ``routes/direct.py`` past FastAPI's router: the endpoints a generation goes through.
+DIRECT_ENDPOINTS = (
+    chat.chat_completions,
+    completions.completions,
+    responses.create_response,
+    audio.transcriptions,
+    audio.translations,
+)
 
 
 def _error_response(
@@ -170,8 +180,10 @@ def _add_routes(app: FastAPI, settings: Settings) -> None:
 def _add_middleware(app: FastAPI, settings: Settings, gateway_metrics: GatewayMetrics) -> None:
     """Added innermost first: request id -> access log and metrics -> drain -> API key -> body
     deadlines -> in-flight cap (a slot is taken once the body is in, so the deadlines bound
-    the phase before it)."""
+    the phase before it) -> the generation endpoints, served past FastAPI's router."""
     server = settings.server
+    direct = direct_routes(app.state.endpoints, DIRECT_ENDPOINTS)
+    app.add_middleware(DirectRoutes, routes=direct, on_error=_gateway_error)
     app.add_middleware(
         InFlightLimitMiddleware, limit=server.max_in_flight, gauge=gateway_metrics.in_flight
     )
