@@ -116,10 +116,12 @@ class FakeClient:
         self.responses = [
             response_message(WORDS[i % len(WORDS)], False) for i in range(tokens - 1)
         ] + [response_message(" end", True)]
+        self.called_at = 0.0  # when the last request reached Triton (its call started)
 
     async def stream(
         self, model: str, inputs: list[Any], request_id: str, outputs: Any = (), route: Any = None
     ) -> AsyncIterator[Any]:
+        self.called_at = time.perf_counter()
         for response in self.responses:
             yield response
 
@@ -203,8 +205,9 @@ def time_app(requests: int, tokens: int, repeat: int) -> dict[str, float]:
 
 
 def time_idle(idle_ms: float, samples: int = 40) -> dict[str, float]:
-    """One 1-token request's wall time through the app (microseconds, median), back to back
-    and after ``idle_ms`` asleep. A paced load leaves the core idle between requests, and the
+    """One 1-token request's wall time through the app (microseconds, median), and the part
+    of it before the Triton call starts (what a first token waits for), back to back and
+    after ``idle_ms`` asleep. A paced load leaves the core idle between requests, and the
     same code then runs several times slower (caches and branch predictors cold, the clock
     down): the longer a request's path, the more it pays, which a back-to-back CPU figure
     does not show."""
@@ -213,27 +216,31 @@ def time_idle(idle_ms: float, samples: int = 40) -> dict[str, float]:
     import uvloop
 
     app, body = fake_app(1), chat_body(1)
+    client = app.state.runtime.models["loadgen"].client
 
-    async def median_us(gap_s: float) -> float:
-        walls = []
+    async def medians_us(gap_s: float) -> tuple[float, float]:
+        walls, to_call = [], []
         for _ in range(samples):
             if gap_s:
                 await asyncio.sleep(gap_s)
             started = time.perf_counter()
             await drive(app, body, 1)
             walls.append(time.perf_counter() - started)
-        return statistics.median(walls) * 1e6
+            to_call.append(client.called_at - started)
+        return statistics.median(walls) * 1e6, statistics.median(to_call) * 1e6
 
     loop = uvloop.new_event_loop()
     try:
         loop.run_until_complete(drive(app, body, 50))  # warm-up
-        warm = loop.run_until_complete(median_us(0.0))
-        cold = loop.run_until_complete(median_us(idle_ms / 1000))
+        warm = loop.run_until_complete(medians_us(0.0))
+        cold = loop.run_until_complete(medians_us(idle_ms / 1000))
     finally:
         loop.close()
     return {
-        "app, one request's wall time, back to back": warm,
-        f"app, one request's wall time, after {idle_ms:g} ms idle": cold,
+        "app, one request's wall time, back to back": warm[0],
+        "app, to the Triton call, back to back": warm[1],
+        f"app, one request's wall time, after {idle_ms:g} ms idle": cold[0],
+        f"app, to the Triton call, after {idle_ms:g} ms idle": cold[1],
     }
 
 
