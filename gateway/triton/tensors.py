@@ -81,6 +81,21 @@ def _tensor(name: str, datatype: str, array: np.ndarray[Any, Any]) -> grpcclient
     return tensor
 
 
+# Scalars whose value is new on almost every request: a sampled request's fresh seed, an
+# image's content-derived KV-reuse id. Built per request; cached, each would only push the
+# repeating scalars out of the cache, so that every request built all of its scalars again.
+_FRESH_VALUES = frozenset({"seed", "prompt_table_extra_id"})
+
+
+def _scalar(
+    field_name: str, name: str, np_dtype: type, datatype: str, value: object
+) -> grpcclient.InferInput:
+    """``field_name``'s [1, 1] tensor: shared when its values repeat, built when fresh."""
+    if field_name in _FRESH_VALUES:
+        return _tensor(name, datatype, np.array([[value]], dtype=np_dtype))
+    return _scalar_tensor(name, datatype, np_dtype, value)
+
+
 @functools.lru_cache(maxsize=1024)
 def _scalar_tensor(
     name: str, datatype: str, np_dtype: type, value: object
@@ -105,7 +120,7 @@ def build_inputs(
         name = contract.input_name(field_name)
         if value is None or name is None:
             continue
-        inputs.append(_scalar_tensor(name, datatype, np_dtype, value))
+        inputs.append(_scalar(field_name, name, np_dtype, datatype, value))
     inputs.extend(_sampling_tensors(request.sampling, contract))
     if request.stop_words and contract.declares("stop_words"):
         words = np.array([[w.encode("utf-8") for w in request.stop_words]], dtype=np.object_)
@@ -157,7 +172,7 @@ def _sampling_tensors(
         name = contract.input_name(field_name)
         if name is not None:
             np_dtype, datatype = _SAMPLING[field_name]
-            tensors.append(_scalar_tensor(name, datatype, np_dtype, value))
+            tensors.append(_scalar(field_name, name, np_dtype, datatype, value))
     return tensors
 
 

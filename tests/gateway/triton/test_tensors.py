@@ -147,3 +147,25 @@ def test_repeated_scalars_share_one_tensor_and_distinct_values_do_not() -> None:
     assert first["text_input"] is not second["text_input"]
     temperatures = [t["temperature"]._get_content() for t in (first, second)]
     assert temperatures == [np.float32(v).tobytes() for v in (0.5, 0.7)]
+
+
+def test_fresh_values_are_not_cached_and_repeating_ones_are() -> None:
+    """A sampled request's seed and an image's KV-reuse id are new on every request: cached,
+    they would push the repeating scalars (max_tokens, flags) out of the shared cache."""
+    from gateway.triton.tensors import _scalar_tensor
+
+    def request(seed: int, extra_id: int) -> GenerationRequest:
+        sampling = Sampling(temperature=0.7, seed=seed)
+        return GenerationRequest("hi", 9, sampling=sampling, prompt_table_extra_id=extra_id)
+
+    model = contract()
+    first = by_name(build_inputs(request(1, 11), model))
+    cached = _scalar_tensor.cache_info().currsize
+    for i in range(50):
+        again = by_name(build_inputs(request(1000 + i, 2000 + i), model))
+        assert again["max_tokens"] is first["max_tokens"]  # shared
+        assert again["random_seed"] is not first["random_seed"]
+    assert _scalar_tensor.cache_info().currsize == cached
+    last = again["random_seed"]._raw_content  # the value sent is the request's own
+    assert np.frombuffer(last, np.uint64)[0] == 1049
+    assert np.frombuffer(again["prompt_table_extra_id"]._raw_content, np.uint64)[0] == 2049
