@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 
 from gateway.errors import InvalidRequest
 from gateway.observability.tracing import phase
@@ -26,7 +25,7 @@ from gateway.pipeline.lora import choose_adapter, lora_choice
 from gateway.pipeline.media import PreparedMedia, prepare_media
 from gateway.pipeline.reasoning import check_guide as check_reasoning_guide
 from gateway.pipeline.reasoning import checked_effort, reasoning_output
-from gateway.pipeline.relay import Prepared, family_plan, prepared
+from gateway.pipeline.relay import Extras, Prepared, family_plan, prepared
 from gateway.pipeline.structured.guides import check_guide
 from gateway.pipeline.structured.request import lowered, requested_output
 from gateway.pipeline.structured.tools import tool_plan
@@ -126,12 +125,14 @@ async def prepare_chat(
     for choice in range(request.n):
         generation = draft(
             request, served, contract.decoupled, text_input, requested, media, stops,
-            lora, choice,
+            lora, choice, guide, effort,
         )  # fmt: skip
-        generation = replace(generation, guide=guide, reasoning_effort=effort)
         plan = await family_plan(served, generation, audio)
-        ready = prepared(served, contract, plan, stops, len(parsed.media), lora, timeouts, logprobs)
         tokens = media.tokens if media is not None else None
-        choices.append(replace(ready, tool_parser=parser, reasoning=reasoning, media_tokens=tokens))
+        ready = prepared(
+            served, contract, plan, stops, len(parsed.media), lora, timeouts, logprobs,
+            Extras(tool_parser=parser, reasoning=reasoning, media_tokens=tokens),
+        )  # fmt: skip
+        choices.append(ready)
     phase("chat.plan", planning)  # the calls' tensors (the image's copied into its input)
     return choices

@@ -8,8 +8,6 @@ applies: NVIDIA's preprocessing adds it to every request).
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from gateway.config import MediaSettings
 from gateway.errors import InvalidRequest
 from gateway.families.base import Conversation, Turn
@@ -93,9 +91,9 @@ async def prepare_completion(
         for choice in range(request.n):
             generation = draft(
                 request, served, contract.decoupled, prompt, requested, stops=stops,
-                choice=choice,
+                choice=choice, guide=guide,
             )  # fmt: skip
-            plan = await family_plan(served, replace(generation, guide=guide))
+            plan = await family_plan(served, generation)
             choices.append(
                 prepared(served, contract, plan, stops, timeouts=timeouts, logprobs=logprobs)
             )

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from gateway.errors import InvalidRequest
-from gateway.families.calls import GenerationRequest, Sampling
+from gateway.families.calls import GenerationRequest, Guide, Sampling
 from gateway.pipeline.lora import LoraChoice
 from gateway.pipeline.media import PreparedMedia
 from gateway.served import ServedRuntime
@@ -198,6 +198,8 @@ def draft(
     stops: Sequence[str] = (),
     lora: LoraChoice | None = None,
     choice: int = 0,
+    guide: Guide | None = None,
+    reasoning_effort: str | None = None,
 ) -> GenerationRequest:
     """The request's inputs in neutral names; ``build_inputs`` sends what the model declares.
     ``requested``: the max tokens asked for and the field that asked (``max_tokens``...).
@@ -229,4 +231,6 @@ def draft(
         lora_task_id=lora.task_id if lora else None,
         lora_weights=lora.weights if lora else None,
         lora_config=lora.config if lora else None,
+        guide=guide,
+        reasoning_effort=reasoning_effort,
     )

@@ -64,6 +64,18 @@ class Prepared:
     media_tokens: MediaTokens | None = None
 
 
+@dataclass(frozen=True)
+class Extras:
+    """What a chat choice adds to its ``Prepared`` beyond the call itself."""
+
+    tool_parser: Callable[[], ToolParser] | None = None
+    reasoning: ReasoningOutput | None = None
+    media_tokens: MediaTokens | None = None
+
+
+NO_EXTRAS = Extras()
+
+
 def prepared(
     served: ServedRuntime,
     contract: ModelContract,
@@ -73,6 +85,7 @@ def prepared(
     lora: LoraChoice | None = None,
     timeouts: Timeouts | None = None,
     logprobs: LogprobsAsked | None = None,
+    extras: Extras = NO_EXTRAS,
 ) -> Prepared:
     """The last step before the first byte: the text call's tensors, built while a problem
     with them (an image tensor the deployment cannot take) can still be a 400."""
@@ -87,15 +100,17 @@ def prepared(
         flags = (*first.extra_flags, *logprobs.flags)
         plan = replace(plan, calls=(replace(first, extra_flags=flags), *plan.calls[1:]))
         first = plan.calls[0]
+    parser, reasoning, tokens = extras.tool_parser, extras.reasoning, extras.media_tokens
     if not isinstance(first, GenerationRequest):  # a family's own calls (speech)
         return Prepared(
             served, contract, plan, stops, media_items, lora, (), timeouts, logprobs,
-            runner=NamedRun,
+            None, parser, reasoning, NamedRun, tokens,
         )  # fmt: skip
     inputs, key = build_inputs(first, contract), routing_key(first, served.tokens_per_block)
     return Prepared(
-        served, contract, plan, stops, media_items, lora, inputs, timeouts, logprobs, key
-    )
+        served, contract, plan, stops, media_items, lora, inputs, timeouts, logprobs, key,
+        parser, reasoning, _calls.TextRun, tokens,
+    )  # fmt: skip
 
 
 async def family_plan(
