@@ -57,6 +57,9 @@ if TYPE_CHECKING:
 _STREAM_CLIENT_ENV = "MMGW_UPSTREAM__STREAM_CLIENT"
 
 
+BASELINE = "auto-baseline"  # the --baseline checkout's gateway, in the tables and rows
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--gateway-workers", type=int, default=4, help="mmgw serve --workers (own cores)")
@@ -70,6 +73,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--out", type=Path, help="result folder (default build/bench/gpu-goals-<time>)")
     add("--stream-clients", default="grpcio,auto",
         help="upstream.stream_client values (grpcio, h2, auto), side by side")  # fmt: skip
+    add(
+        "--baseline",
+        type=Path,
+        help="also a gateway from this checkout (stream client auto), side by side: before/after",
+    )
     add("--no-diagnosis", action="store_true", help="skip the image job, traces and profile")
     add("--diagnosis-only", action="store_true", help="only the image job, traces and profile")
     add("--trace-requests", type=int, default=20, help="traced requests per JPEG side")
@@ -125,6 +133,12 @@ async def run(args: argparse.Namespace) -> int:
             (out / client).mkdir(exist_ok=True)
             with _stream_client(client):
                 gateways[client] = start_gateway(triton, out / client, gateway_cpus, workers=count)
+        if args.baseline is not None:  # the same gateway at another commit, same cores
+            (out / BASELINE).mkdir(exist_ok=True)
+            with _stream_client("auto"):
+                gateways[BASELINE] = start_gateway(
+                    triton, out / BASELINE, gateway_cpus, source=args.baseline, workers=count
+                )
         if args.floor:  # the stack's own cost per token, on the same cores (bench/floor.py)
             floor = start_floor(triton, out, gateway_cpus, workers=count)
         measured = await _measure(args, out, triton, pool, gateways, floor, images)
