@@ -6,7 +6,7 @@ other people's load; process CPU time of a fixed amount of work in one process s
 less. Three stages:
 
 - ``decode``: one streamed Triton response (a protobuf with ``text_output``) -> the
-  gateway's ``TritonResponse`` (``gateway.triton.client._response``);
+  gateway's ``TritonResponse`` (``gateway.triton.outputs.text_response``);
 - ``app``: the whole ASGI app (middleware, route, prepare, relay, SSE framing, Starlette's
   streaming response) with a fake Triton client yielding ready-made responses and an ASGI
   ``send`` that drops the bytes: everything the gateway adds except the gRPC receive and
