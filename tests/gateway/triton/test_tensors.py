@@ -1,8 +1,10 @@
 import numpy as np
 import pytest
+from tritonclient.grpc.aio import InferInput
 
 from gateway.errors import InvalidRequest
-from gateway.families.calls import GenerationRequest, Sampling
+from gateway.families.calls import GenerationRequest, Guide, Sampling
+from gateway.triton.client import request_message
 from gateway.triton.contract import parse_model_config
 from gateway.triton.tensors import build_inputs, fit_rank
 
@@ -169,3 +171,47 @@ def test_fresh_values_are_not_cached_and_repeating_ones_are() -> None:
     last = again["random_seed"]._raw_content  # the value sent is the request's own
     assert np.frombuffer(last, np.uint64)[0] == 1049
     assert np.frombuffer(again["prompt_table_extra_id"]._raw_content, np.uint64)[0] == 2049
+
+
+@pytest.mark.parametrize("text", ["", "USER: hi", "naïve 漢字 🙂\n\x00 end"])
+def test_tensors_made_from_wire_bytes_serialise_as_tritonclients_own(text: str) -> None:
+    """The per-request tensors are built from their wire bytes; the request Triton receives
+    is byte for byte the one tritonclient builds from numpy arrays."""
+    extra = [("decoder_text_input", "TYPE_STRING", [1]), ("seed", "TYPE_UINT64", [1])]
+    extra += [("guided_decoding_guide_type", "TYPE_STRING", [1])]
+    extra += [("guided_decoding_guide", "TYPE_STRING", [1])]
+    model = contract(*extra)
+    request = GenerationRequest(
+        text_input=text, max_tokens=3, decoder_text_input=text + "!",
+        sampling=Sampling(temperature=0.5, seed=2**64 - 1), prompt_table_extra_id=2**63 + 1,
+        guide=Guide("regex", text or "a+"),
+    )  # fmt: skip
+
+    def by_numpy(tensor: InferInput) -> InferInput:
+        name, datatype = tensor.name(), tensor.datatype()
+        value = by_name(build_inputs(request, model))[name]
+        if datatype == "BYTES":
+            expected = {
+                "text_input": text,
+                "decoder_text_input": text + "!",
+                "guided_decoding_guide_type": "regex",
+                "guided_decoding_guide": text or "a+",
+            }.get(name)
+            if expected is None:
+                return value
+            array = np.array([[expected.encode("utf-8")]], dtype=np.object_)
+        elif name == "random_seed":
+            array = np.array([[2**64 - 1]], dtype=np.uint64)
+        elif name == "prompt_table_extra_id":
+            array = np.array([[2**63 + 1]], dtype=np.uint64)
+        else:
+            return value
+        rebuilt = InferInput(name, [1, 1], datatype)
+        rebuilt.set_data_from_numpy(array)
+        return rebuilt
+
+    ours = build_inputs(request, model)
+    theirs = [by_numpy(tensor) for tensor in ours]
+    assert [t.name() for t in ours] == [t.name() for t in theirs]
+    mine = request_message("m", ours, "r1", ()).SerializeToString()
+    assert mine == request_message("m", theirs, "r1", ()).SerializeToString()
