@@ -17,11 +17,18 @@ bands are the one-call result, byte for byte (``tests/gateway/media/test_stripes
 sizes, odd shapes, both filters the families use).
 
 The pool is the process's, created on first use and bounded (``DEFAULT_STRIPE_THREADS``, at
-most the cores but one): jobs in the decode thread lane and in a worker process share it. The
-calling thread works a band itself and then runs any band no pool thread has started
-(``Pending.result``), so a busy pool makes a job serial again, never slower than that, and
-every band is bounded work whose caller waits for it (no thread outlives its job's budget by
-more than the job itself would).
+most the cores but two; ``configure`` sets it): the decode lane's threads share the gateway
+process's, each worker process has its own. The calling thread works the first band itself,
+then takes the bands from the back while the pool takes them from the front, and runs any
+band no pool thread has started (``Pending.result``): a busy pool makes a job serial again
+rather than keeping it waiting. Every band is bounded work its caller waits for, so the lane's
+bounds hold (no band outlives its job), and a worker process killed for its budget takes its
+pool with it.
+
+Measured (``python -m bench image-job --stripes 0,1``) on a 2-vCPU VM: a job's warm resize
+1.8 -> 1.1 ms, but jobs paced 100 ms apart got slower, as the kernel woke the idle pool thread
+on the job's own vCPU (pinned to the other vCPU, the same paced jobs gained 0.4 ms): hence no
+pool by default below 3 cores.
 """
 
 from __future__ import annotations
@@ -43,12 +50,13 @@ T = TypeVar("T")
 # Below this many pixels (source or output, whichever is more) a resize stays in one call: the
 # hand-offs cost more than the second core saves (measured with `python -m bench image-job`).
 MIN_STRIPE_PIXELS = 100_000
+_BANDS_PER_THREAD = 2  # more bands than threads: the caller takes over those not yet started
 _MIN_BAND = 48  # lines per band: thinner bands cost more in calls than they share out
 _FILTERS = frozenset({Image.Resampling.BICUBIC, Image.Resampling.BILINEAR})  # the families'
 _MODES = frozenset({"RGB", "L"})  # one band per pixel, no premultiplied alpha round trip
 
 _lock = threading.Lock()
-_threads = min(limits.DEFAULT_STRIPE_THREADS, max(0, (os.cpu_count() or 1) - 1))
+_threads = min(limits.DEFAULT_STRIPE_THREADS, max(0, (os.cpu_count() or 1) - 2))
 _pool: ThreadPoolExecutor | None = None
 
 
@@ -124,7 +132,8 @@ def _bands(image: Image.Image, size: tuple[int, int], resample: Image.Resampling
         return 1
     if max(image.width * image.height, size[0] * size[1]) < MIN_STRIPE_PIXELS:
         return 1
-    return max(1, min(_threads + 1, min(size[0], image.height, image.width, size[1]) // _MIN_BAND))
+    most = min(size[0], image.height, image.width, size[1]) // _MIN_BAND
+    return max(1, min((_threads + 1) * _BANDS_PER_THREAD, most))
 
 
 def _horizontal_first(source: tuple[int, int], size: tuple[int, int]) -> bool:
@@ -169,9 +178,12 @@ def _joined(
     cuts: list[tuple[int, int]],
     rows: bool,
 ) -> Image.Image:
-    """Every band resampled (the first here, the rest in the pool), pasted into one image."""
+    """Every band resampled, pasted into one image. The pool takes bands from the front, this
+    thread the first one and then from the back, so a pool thread slow to wake (an idle core)
+    leaves its bands to this one rather than keeping it waiting."""
     pending = [Pending(band, start, end) for start, end in cuts[1:]]
-    parts = [band(*cuts[0]), *(p.result() for p in pending)]
+    parts = [band(*cuts[0])]
+    parts += reversed([p.result() for p in reversed(pending)])
     joined = Image.new(mode, size)
     for (start, _), part in zip(cuts, parts, strict=True):
         joined.paste(part, (0, start) if rows else (start, 0))
