@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from gateway.errors import MediaTimeout
-from gateway.media import limits
+from gateway.media import limits, stripes
 from gateway.media._worker import call_job
 from gateway.media.image import ImageLimits, read_header
 
@@ -55,6 +55,9 @@ class ThreadLimits:
     max_pixels: int = limits.DEFAULT_THREAD_MAX_PIXELS
     max_bytes: int = limits.DEFAULT_THREAD_MAX_BYTES
     max_side: int = limits.DEFAULT_THREAD_MAX_SIDE
+    # The process's pool that shares a large resize (``media/stripes.py``); None leaves it as
+    # it is (the default: the cores but two, at most ``DEFAULT_STRIPE_THREADS``).
+    stripe_threads: int | None = None
 
     def takes(self, data: bytes) -> bool:
         """Whether decoding ``data`` is bounded enough for a thread (see the module's list)."""
@@ -94,6 +97,8 @@ class ThreadLane:
         self.item_timeout_s = item_timeout_s
         self._executor = ThreadPoolExecutor(limits.threads, thread_name_prefix="decode")
         self._slots = asyncio.Semaphore(limits.threads)
+        if limits.stripe_threads is not None:
+            stripes.configure(limits.stripe_threads)
         self.items = 0
         self.abandoned = 0
         self.busy = 0

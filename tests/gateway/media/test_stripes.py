@@ -122,3 +122,24 @@ def test_a_busy_pool_does_not_hold_the_caller_back(pool: int) -> None:
 def test_configure_refuses_a_negative_size() -> None:
     with pytest.raises(ValueError):
         stripes.configure(-1)
+
+
+def test_the_lane_sets_the_pool_size_its_settings_name() -> None:
+    """``[decode] stripe_threads`` reaches the pool through the thread lane; unset, the lane
+    leaves the pool as it is (the default, or what an earlier lane set)."""
+    from gateway.config.limits import DecodeSettings
+    from gateway.media.threads import ThreadLane, ThreadLimits
+
+    before = stripes.stripe_threads()
+    try:
+        lane_limits = DecodeSettings(stripe_threads=before + 2).offload_limits().threads
+        assert lane_limits.stripe_threads == before + 2
+        ThreadLane(lane_limits, 1.0).close()
+        assert stripes.stripe_threads() == before + 2
+        ThreadLane(ThreadLimits(threads=1), 1.0).close()  # as the worker lane builds one
+        assert stripes.stripe_threads() == before + 2
+        ThreadLane(DecodeSettings(stripe_threads=0).offload_limits().threads, 1.0).close()
+        assert stripes.stripe_threads() == 0
+        assert stripes._bands(noise(512, 512), (336, 336), Image.Resampling.BICUBIC) == 1
+    finally:
+        stripes.configure(before)
