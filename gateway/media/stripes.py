@@ -91,12 +91,13 @@ def _executor() -> ThreadPoolExecutor | None:
 
 class Pending(Generic[T]):
     """``function(*args)`` handed to the pool now; ``result()`` waits for it, or runs it in
-    the calling thread when no pool thread has started it yet (or there is no pool)."""
+    the calling thread when no pool thread has started it yet (or there is no pool, or the
+    caller said ``inline``: work too small to be worth a hand-off)."""
 
-    def __init__(self, function: Callable[..., T], *args: object) -> None:
+    def __init__(self, function: Callable[..., T], *args: object, inline: bool = False) -> None:
         self._function = function
         self._args = args
-        pool = _executor()
+        pool = None if inline else _executor()
         self._future: Future[T] | None = pool.submit(function, *args) if pool else None
 
     def result(self) -> T:
