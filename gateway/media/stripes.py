@@ -111,6 +111,7 @@ def resize(image: Image.Image, size: tuple[int, int], resample: Image.Resampling
     bands = _bands(image, size, resample)
     if bands < 2:
         return image.resize(size, resample=resample)
+    image.load()  # once, here: the bands then only read it, from several threads
     width, height = size
     if _horizontal_first(image.size, size):
         if width != image.width:
