@@ -22,7 +22,10 @@ case is bounded before it starts, by what ``takes`` reads from the header (no PI
 
 The same item budget still applies: a caller waits at most ``item_timeout_s`` and gets
 ``media_timeout``; the thread then finishes its bounded work and only then frees its slot, so
-abandoned items still count against the lane's size. Where Pillow reads a different size than
+abandoned items still count against the lane's size. A job may share its resize and digest
+with the process's stripes' pool (``stripes.py``): its thread waits for every band it handed
+out, so the slot still covers the whole job, and the lane's CPU is at most ``threads`` plus
+that pool's few threads, which every job of the process shares. Where Pillow reads a different size than
 the header did, the image is refused here with ``MediaTooLarge`` and the pipeline sends it to a
 worker process, which decides under the full limits (and the address-space cap).
 """
