@@ -83,14 +83,16 @@ def table(args: argparse.Namespace) -> str:
         "|---|---:|---|---:|---:|---:|---:|---:|",
     ]
     default = stripes.stripe_threads()
-    sizes = [default if s == "auto" else int(s) for s in args.stripes.split(",") if s]
+    auto = stripes.default_stripe_threads()  # for this process's cores (pinned: fewer)
+    chosen = getattr(args, "stripes", "auto")  # gpu_goals' namespace names none
+    sizes = [auto if s == "auto" else int(s) for s in chosen.split(",") if s]
     try:
         for side in (int(s) for s in args.sides.split(",") if s):
             data = photo_jpeg(side, side, seed=side)
             runs: dict[int, tuple[list[PreparedItem], list[PreparedItem], list[float]]] = {
                 size: ([], [], []) for size in sizes
             }
-            for _ in range(max(1, args.rounds)):
+            for _ in range(max(1, getattr(args, "rounds", 1))):
                 for size in sizes:
                     stripes.configure(size)
                     warm, paced, cpu = runs[size]

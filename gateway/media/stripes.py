@@ -43,7 +43,14 @@ from PIL import Image
 
 from gateway.media import limits
 
-__all__ = ["MIN_STRIPE_PIXELS", "Pending", "configure", "resize", "stripe_threads"]
+__all__ = [
+    "MIN_STRIPE_PIXELS",
+    "Pending",
+    "configure",
+    "default_stripe_threads",
+    "resize",
+    "stripe_threads",
+]
 
 T = TypeVar("T")
 
@@ -56,12 +63,25 @@ _FILTERS = frozenset({Image.Resampling.BICUBIC, Image.Resampling.BILINEAR})  # t
 _MODES = frozenset({"RGB", "L"})  # one band per pixel, no premultiplied alpha round trip
 
 _lock = threading.Lock()
-_threads = min(limits.DEFAULT_STRIPE_THREADS, max(0, (os.cpu_count() or 1) - 2))
+_threads: int | None = None  # None: the default, from the cores this process may use
 _pool: ThreadPoolExecutor | None = None
+
+
+def default_stripe_threads() -> int:
+    """``DEFAULT_STRIPE_THREADS``, at most the cores this process may run on (its affinity:
+    a gateway pinned to a few cores, or a container's cpuset) but two."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return min(limits.DEFAULT_STRIPE_THREADS, max(0, cores - 2))
 
 
 def stripe_threads() -> int:
     """Threads the pool has (or will have) besides the calling thread; 0: nothing striped."""
+    global _threads
+    if _threads is None:
+        _threads = default_stripe_threads()  # at first use: after any pinning at start
     return _threads
 
 
@@ -81,11 +101,12 @@ def configure(threads: int) -> None:
 
 def _executor() -> ThreadPoolExecutor | None:
     global _pool
-    if _threads < 1:
+    threads = stripe_threads()
+    if threads < 1:
         return None
     with _lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(_threads, thread_name_prefix="stripe")
+            _pool = ThreadPoolExecutor(threads, thread_name_prefix="stripe")
         return _pool
 
 
@@ -128,14 +149,15 @@ def resize(image: Image.Image, size: tuple[int, int], resample: Image.Resampling
 
 def _bands(image: Image.Image, size: tuple[int, int], resample: Image.Resampling) -> int:
     """How many bands to cut: 1 (one call) when small, unsupported or without a pool."""
-    if _threads < 1 or resample not in _FILTERS or image.mode not in _MODES:
+    threads = stripe_threads()
+    if threads < 1 or resample not in _FILTERS or image.mode not in _MODES:
         return 1
     if size == image.size or min(size) < 1:
         return 1
     if max(image.width * image.height, size[0] * size[1]) < MIN_STRIPE_PIXELS:
         return 1
     most = min(size[0], image.height, image.width, size[1]) // _MIN_BAND
-    return max(1, min((_threads + 1) * _BANDS_PER_THREAD, most))
+    return max(1, min((threads + 1) * _BANDS_PER_THREAD, most))
 
 
 def _horizontal_first(source: tuple[int, int], size: tuple[int, int]) -> bool:

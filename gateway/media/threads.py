@@ -25,9 +25,11 @@ The same item budget still applies: a caller waits at most ``item_timeout_s`` an
 abandoned items still count against the lane's size. A job may share its resize and digest
 with the process's stripes' pool (``stripes.py``): its thread waits for every band it handed
 out, so the slot still covers the whole job, and the lane's CPU is at most ``threads`` plus
-that pool's few threads, which every job of the process shares. Where Pillow reads a different size than
-the header did, the image is refused here with ``MediaTooLarge`` and the pipeline sends it to a
-worker process, which decides under the full limits (and the address-space cap).
+that pool's few threads, which every job of the process shares.
+
+Where Pillow reads a different size than the header did, the image is refused here with
+``MediaTooLarge`` and the pipeline sends it to a worker process, which decides under the full
+limits (and the address-space cap).
 """
 
 from __future__ import annotations

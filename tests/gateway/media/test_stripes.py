@@ -143,3 +143,16 @@ def test_the_lane_sets_the_pool_size_its_settings_name() -> None:
         assert stripes._bands(noise(512, 512), (336, 336), Image.Resampling.BICUBIC) == 1
     finally:
         stripes.configure(before)
+
+
+def test_the_default_leaves_two_of_the_cores_this_process_may_use() -> None:
+    import os
+
+    cores = len(os.sched_getaffinity(0))
+    assert stripes.default_stripe_threads() == min(3, max(0, cores - 2))
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(before)})  # pinned to one core: no pool
+    try:
+        assert stripes.default_stripe_threads() == 0
+    finally:
+        os.sched_setaffinity(0, before)
