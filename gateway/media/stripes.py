@@ -25,10 +25,11 @@ rather than keeping it waiting. Every band is bounded work its caller waits for,
 bounds hold (no band outlives its job), and a worker process killed for its budget takes its
 pool with it.
 
-Measured (``python -m bench image-job --stripes 0,1``) on a 2-vCPU VM: a job's warm resize
-1.8 -> 1.1 ms, but jobs paced 100 ms apart got slower, as the kernel woke the idle pool thread
-on the job's own vCPU (pinned to the other vCPU, the same paced jobs gained 0.4 ms): hence no
-pool by default below 3 cores.
+Measured (``python -m bench image-job --stripes 0,1``) on a shared 2-vCPU VM: a 1024 px job's
+warm resize 1.8 -> 1.1 ms while the other vCPU was free, nothing gained while it was busy, the
+crops and pastes costing 6-9% more CPU; and jobs paced 100 ms apart got slower, as the kernel
+woke the idle pool thread on the job's own vCPU (with the pool pinned to the other vCPU, the
+same paced resize went 1.9 -> 1.45 ms). Hence no pool by default below 3 cores.
 """
 
 from __future__ import annotations
