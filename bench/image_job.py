@@ -10,8 +10,11 @@ fp16, the content digest of the source bytes) on the bench's photo-like JPEGs, t
   decode lane (caches cold, the core perhaps asleep): the median, closer to what one request
   pays in the gateway's traces.
 
-Each phase (decode, preprocess, digest) is printed as the job itself times it. Run it with
-another checkout first on ``PYTHONPATH`` for a before/after pair, interleaved.
+Each phase (decode, preprocess, digest) is printed as the job itself times it; the digest is
+what the job still waited for it at the end (it runs beside the decode). ``--stripes 0,auto``
+runs each side with the stripes' pool off (one thread, as before it) and at its default size,
+interleaved, for a before/after pair in one run (``media/stripes.py``). Run it with another
+checkout first on ``PYTHONPATH`` for a before/after pair of anything else.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import time
 
 from bench.media.inputs import photo_jpeg
 from gateway.families.registry import get_family
+from gateway.media import stripes
 from gateway.media.image import DEFAULT_DRAFT_MARGIN, ImageLimits
 from gateway.pipeline._media_jobs import PreparedItem, image_digest_inputs, prepare_image
 
@@ -33,6 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--repeat", type=int, default=200, help="warm jobs per side (best of)")
     add("--paced", type=int, default=30, help="paced jobs per side (median)")
     add("--gap-ms", type=float, default=100.0, help="pause between paced jobs")
+    add("--stripes", default="auto", help="stripe pool sizes to compare, e.g. 0,auto (0: off)")
+    add("--rounds", type=int, default=1, help="rounds of every stripe size, interleaved")
 
 
 def _job(data: bytes) -> PreparedItem:
@@ -68,26 +74,58 @@ def main(args: argparse.Namespace) -> int:
 
 
 def table(args: argparse.Namespace) -> str:
-    """The job's phases per JPEG side, warm and paced, as a markdown table."""
+    """The job's phases per JPEG side and stripe pool size, warm and paced, as a markdown
+    table; with several sizes and ``--rounds``, the sizes take turns (the host's noise is
+    shared), and each row is its size's best (warm) or median (paced) over the rounds."""
     lines = [
-        "| JPEG | run | job ms | decode ms | preprocess ms | digest ms | CPU ms per job |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| JPEG | stripe threads | run | job ms | decode ms | preprocess ms | digest ms | "
+        "CPU ms per job |",
+        "|---|---:|---|---:|---:|---:|---:|---:|",
     ]
-    for side in (int(s) for s in args.sides.split(",") if s):
-        data = photo_jpeg(side, side, seed=side)
-        _job(data)  # imports, tables, the family's caches
-        started = time.process_time()
-        warm = [_job(data) for _ in range(args.repeat)]
-        cpu_ms = (time.process_time() - started) / args.repeat * 1e3
-        paced = _paced(data, args.paced, args.gap_ms / 1e3)
-        runs = [(f"warm, best of {args.repeat}", warm, "best", f"{cpu_ms:.3f}")]
-        if paced:
-            runs.append((f"paced every {args.gap_ms:g} ms, median of {len(paced)}", paced,
-                         "median", "-"))  # fmt: skip
-        for label, items, pick, cpu in runs:
-            whole, decode, preprocess, digest = _phases(items, pick)
-            lines.append(
-                f"| {side} px, {len(data) // 1000} kB | {label} | {whole:.3f} | {decode:.3f} | "
-                f"{preprocess:.3f} | {digest:.3f} | {cpu} |"
-            )
+    default = stripes.stripe_threads()
+    auto = stripes.default_stripe_threads()  # for this process's cores (pinned: fewer)
+    chosen = getattr(args, "stripes", "auto")  # gpu_goals' namespace names none
+    sizes = [auto if s == "auto" else int(s) for s in chosen.split(",") if s]
+    try:
+        for side in (int(s) for s in args.sides.split(",") if s):
+            data = photo_jpeg(side, side, seed=side)
+            runs: dict[int, tuple[list[PreparedItem], list[PreparedItem], list[float]]] = {
+                size: ([], [], []) for size in sizes
+            }
+            for _ in range(max(1, getattr(args, "rounds", 1))):
+                for size in sizes:
+                    stripes.configure(size)
+                    warm, paced, cpu = runs[size]
+                    _job(data)  # imports, tables, the family's caches, the pool's threads
+                    started = time.process_time()
+                    warm += [_job(data) for _ in range(args.repeat)]
+                    cpu.append((time.process_time() - started) / args.repeat * 1e3)
+                    paced += _paced(data, args.paced, args.gap_ms / 1e3)
+            for size in sizes:
+                lines += _rows(side, len(data), size, args, *runs[size])
+    finally:
+        stripes.configure(default)
     return "\n".join(lines)
+
+
+def _rows(
+    side: int,
+    size_bytes: int,
+    threads: int,
+    args: argparse.Namespace,
+    warm: list[PreparedItem],
+    paced: list[PreparedItem],
+    cpu: list[float],
+) -> list[str]:
+    runs = [(f"warm, best of {len(warm)}", warm, "best", f"{min(cpu):.3f}")]
+    if paced:
+        label = f"paced every {args.gap_ms:g} ms, median of {len(paced)}"
+        runs.append((label, paced, "median", "-"))
+    lines = []
+    for label, items, pick, cpu_ms in runs:
+        whole, decode, preprocess, digest = _phases(items, pick)
+        lines.append(
+            f"| {side} px, {size_bytes // 1000} kB | {threads} | {label} | {whole:.3f} | "
+            f"{decode:.3f} | {preprocess:.3f} | {digest:.3f} | {cpu_ms} |"
+        )
+    return lines

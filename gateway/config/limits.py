@@ -183,10 +183,20 @@ class DecodeSettings(Strict):
     thread_max_pixels: int = Field(limits.DEFAULT_THREAD_MAX_PIXELS, ge=1)
     thread_max_bytes: int = Field(limits.DEFAULT_THREAD_MAX_BYTES, ge=1)
     thread_max_side: int = Field(limits.DEFAULT_THREAD_MAX_SIDE, ge=1)
+    stripe_threads: int | None = Field(
+        None,
+        ge=0,
+        description="threads of the gateway's process that share one large image resize "
+        "(0: none; unset: the cores but two, at most 3)",
+    )
 
     def offload_limits(self) -> OffloadLimits:
         lane = ThreadLimits(
-            self.threads, self.thread_max_pixels, self.thread_max_bytes, self.thread_max_side
+            self.threads,
+            self.thread_max_pixels,
+            self.thread_max_bytes,
+            self.thread_max_side,
+            self.stripe_threads,
         )
         return OffloadLimits(self.workers, self.timeout_s, self.memory_mb or None, lane)
 

@@ -22,6 +22,7 @@ import numpy as np
 from PIL import Image
 
 from gateway.errors import MediaTooLarge
+from gateway.media import stripes
 
 __all__ = [
     "CLIP_336",
@@ -202,7 +203,7 @@ def _resize(image: Image.Image, spec: PixelSpec) -> tuple[Image.Image, bool]:
     if (height, width) == (image.height, image.width):
         return image, False  # PIL would hand back a copy: the same pixels, a pass later
     if height * width <= MAX_RESIZE_PIXELS:
-        return image.resize((width, height), resample=spec.resample), False
+        return stripes.resize(image, (width, height), spec.resample), False
     crop = spec.crop_size
     if crop is None or crop[0] > height or crop[1] > width:
         raise MediaTooLarge(

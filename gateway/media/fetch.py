@@ -162,7 +162,8 @@ class MediaFetcher:
         Raises MediaURLError (the URL is refused), MediaFetchError, MediaTooLarge or
         MediaTimeout.
         """
-        scheme = url.partition(":")[0].strip().lower() if ":" in url else ""
+        colon = url.find(":")  # not partition: that copies a data: URL's payload
+        scheme = url[:colon].strip().lower() if colon >= 0 else ""
         if scheme == "data":
             return decode_data_url(url, self.limits.max_bytes)
         if len(url) > MAX_URL_LENGTH:

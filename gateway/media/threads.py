@@ -22,9 +22,14 @@ case is bounded before it starts, by what ``takes`` reads from the header (no PI
 
 The same item budget still applies: a caller waits at most ``item_timeout_s`` and gets
 ``media_timeout``; the thread then finishes its bounded work and only then frees its slot, so
-abandoned items still count against the lane's size. Where Pillow reads a different size than
-the header did, the image is refused here with ``MediaTooLarge`` and the pipeline sends it to a
-worker process, which decides under the full limits (and the address-space cap).
+abandoned items still count against the lane's size. A job may share its resize and digest
+with the process's stripes' pool (``stripes.py``): its thread waits for every band it handed
+out, so the slot still covers the whole job, and the lane's CPU is at most ``threads`` plus
+that pool's few threads, which every job of the process shares.
+
+Where Pillow reads a different size than the header did, the image is refused here with
+``MediaTooLarge`` and the pipeline sends it to a worker process, which decides under the full
+limits (and the address-space cap).
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from gateway.errors import MediaTimeout
-from gateway.media import limits
+from gateway.media import limits, stripes
 from gateway.media._worker import call_job
 from gateway.media.image import ImageLimits, read_header
 
@@ -55,6 +60,9 @@ class ThreadLimits:
     max_pixels: int = limits.DEFAULT_THREAD_MAX_PIXELS
     max_bytes: int = limits.DEFAULT_THREAD_MAX_BYTES
     max_side: int = limits.DEFAULT_THREAD_MAX_SIDE
+    # The process's pool that shares a large resize (``media/stripes.py``); None leaves it as
+    # it is (the default: the cores but two, at most ``DEFAULT_STRIPE_THREADS``).
+    stripe_threads: int | None = None
 
     def takes(self, data: bytes) -> bool:
         """Whether decoding ``data`` is bounded enough for a thread (see the module's list)."""
@@ -94,6 +102,8 @@ class ThreadLane:
         self.item_timeout_s = item_timeout_s
         self._executor = ThreadPoolExecutor(limits.threads, thread_name_prefix="decode")
         self._slots = asyncio.Semaphore(limits.threads)
+        if limits.stripe_threads is not None:
+            stripes.configure(limits.stripe_threads)
         self.items = 0
         self.abandoned = 0
         self.busy = 0

@@ -4,6 +4,7 @@ Hugging Face processor on the same file, and the stated tolerance of draft decod
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -11,9 +12,15 @@ from PIL import Image
 
 from gateway.families._pixels import OPENAI_CLIP_STD
 from gateway.families.registry import get_family
+from gateway.media import stripes
 from gateway.media.image import ImageLimits
 from gateway.media.video import FrameSampling, VideoLimits
-from gateway.pipeline._media_jobs import prepare_image, prepare_video
+from gateway.pipeline._media_jobs import (
+    image_digest_inputs,
+    prepare_image,
+    prepare_video,
+    source_array,
+)
 from tests.gateway.media.samples import encode_video
 
 # Stated tolerance of the default path (JPEG draft decoding at 1.5x the model's input) against
@@ -54,8 +61,17 @@ def levels(ours: np.ndarray, theirs: np.ndarray) -> np.ndarray:
     return np.abs(ours - theirs) * std * 255
 
 
+@pytest.fixture(params=[0, 2], ids=lambda n: f"stripe-threads-{n}")
+def stripe_pool(request: pytest.FixtureRequest) -> Iterator[int]:
+    """The job with no stripes' pool (every step in one thread) and with one of 2 threads."""
+    before = stripes.stripe_threads()
+    stripes.configure(request.param)
+    yield request.param
+    stripes.configure(before)
+
+
 @pytest.mark.parametrize("size", [(1024, 1024), (1600, 1200)])
-def test_llava_gateway_path_against_hugging_face(size: tuple[int, int]) -> None:
+def test_llava_gateway_path_against_hugging_face(size: tuple[int, int], stripe_pool: int) -> None:
     data = photo_jpeg(*size)
     llava = get_family("llava")
     theirs = hf_pixels(data)
@@ -68,11 +84,22 @@ def test_llava_gateway_path_against_hugging_face(size: tuple[int, int]) -> None:
     assert diff.max() <= DRAFT_MAX_LEVELS and diff.mean() <= DRAFT_MEAN_LEVELS
 
 
-def test_small_images_are_never_drafted() -> None:
+def test_small_images_are_never_drafted(stripe_pool: int) -> None:
     data = photo_jpeg(640, 480)
     item = prepare_image(data, ImageLimits(), get_family("llava"), draft_margin=1.5)
     assert item.pixels == 640 * 480
     assert np.array_equal(item.array, hf_pixels(data).astype(np.float16))
+
+
+@pytest.mark.parametrize("side", [336, 1024])  # hashed in the job's thread; beside the decode
+def test_the_jobs_digest_is_the_source_bytes_digest(side: int, stripe_pool: int) -> None:
+    data = photo_jpeg(side, side, seed=side)
+    llava = get_family("llava")
+    inputs = image_digest_inputs("m", llava, "draft=1.5")
+    item = prepare_image(data, ImageLimits(), llava, 1.5, inputs)
+    assert item.digest == inputs.digest([source_array(data)])
+    assert item.digest != inputs.digest([source_array(data[:-1])])
+    assert prepare_image(data, ImageLimits(), llava, 1.5).digest is None
 
 
 def test_video_job_reports_frames_and_timings() -> None:
