@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 import re
 import time
-import uuid
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
 
 from prometheus_client import Gauge
 
 from gateway.errors import GatewayError, RateLimited
+from gateway.observability.ids import hex_id
 from gateway.observability.logging import REQUEST_ID
 from gateway.observability.tracing import phase
 
@@ -43,7 +43,7 @@ class RequestIdMiddleware:
             await self.app(scope, receive, send)
             return
         incoming = dict(scope.get("headers", [])).get(b"x-request-id", b"").decode("latin-1")
-        request_id = incoming if _SAFE_ID.match(incoming) else uuid.uuid4().hex
+        request_id = incoming if _SAFE_ID.match(incoming) else hex_id()
         scope.setdefault("state", {})["request_id"] = request_id
 
         async def send_with_id(message: Message) -> None:

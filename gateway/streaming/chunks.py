@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +16,7 @@ from typing_extensions import assert_never
 from gateway.families.calls import Outcome, TokenLogprob
 from gateway.families.events import ChoiceDone, ReasoningDelta, TextDelta, ToolCallPiece
 from gateway.families.tool_formats.base import ToolCall
+from gateway.observability.ids import hex_id
 from gateway.protocol.common import UsageCounts
 from gateway.streaming.logprobs import chat_logprobs
 from gateway.streaming.tool_chunks import delta_tool_calls, message
@@ -25,7 +25,7 @@ DONE_FRAME = b"data: [DONE]\n\n"
 
 
 def new_completion_id() -> str:
-    return f"chatcmpl-{uuid.uuid4().hex}"
+    return f"chatcmpl-{hex_id()}"
 
 
 def sse_frame(payload: dict[str, Any]) -> bytes:

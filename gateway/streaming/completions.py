@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,13 +16,14 @@ from typing_extensions import assert_never
 
 from gateway.families.calls import Outcome, TokenLogprob
 from gateway.families.events import ChoiceDone, ReasoningDelta, TextDelta, ToolCallPiece
+from gateway.observability.ids import hex_id
 from gateway.protocol.common import UsageCounts
 from gateway.streaming.chunks import DONE_FRAME, response_object, sse_frame
 from gateway.streaming.logprobs import CompletionLogprobs
 
 
 def new_completion_id() -> str:
-    return f"cmpl-{uuid.uuid4().hex}"
+    return f"cmpl-{hex_id()}"
 
 
 class CompletionWriter:
