@@ -18,12 +18,12 @@ sizes, odd shapes, both filters the families use).
 
 The pool is the process's, created on first use and bounded (``DEFAULT_STRIPE_THREADS``, at
 most the cores but two; ``configure`` sets it): the decode lane's threads share the gateway
-process's, each worker process has its own. The calling thread works the first band itself,
-then takes the bands from the back while the pool takes them from the front, and runs any
-band no pool thread has started (``Pending.result``): a busy pool makes a job serial again
-rather than keeping it waiting. Every band is bounded work its caller waits for, so the lane's
-bounds hold (no band outlives its job), and a worker process killed for its budget takes its
-pool with it.
+process's; media worker processes have none (``_worker.call_in_worker``: they run under an
+address-space cap). The calling thread works the first band itself, then takes the bands from
+the back while the pool takes them from the front, and runs any band no pool thread has
+started (``Pending.result``): a busy pool makes a job serial again rather than keeping it
+waiting. Every band is bounded work its caller waits for, so the lane's bounds hold (no band
+outlives its job).
 
 Measured (``python -m bench image-job --stripes 0,1``) on a shared 2-vCPU VM: a 1024 px job's
 warm resize 1.8 -> 1.1 ms while the other vCPU was free, nothing gained while it was busy, the

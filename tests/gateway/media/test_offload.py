@@ -17,6 +17,7 @@ from gateway.errors import (
     MediaWorkerFailed,
     UnsupportedMedia,
 )
+from gateway.media import stripes
 from gateway.media.offload import Offloader, OffloadLimits
 
 
@@ -208,3 +209,25 @@ async def test_closed_pool_refuses_work() -> None:
         await pool.run(pow, 2, 2)
     with pytest.raises(ValueError):
         Offloader(OffloadLimits(workers=0))
+
+
+def ask_for_a_pool(threads: int) -> int:
+    """A job that sizes its process's stripes' pool, holding its worker a moment (so that
+    two such jobs run one in each worker); its worker's pid."""
+    stripes.configure(threads)
+    time.sleep(0.3)
+    return os.getpid()
+
+
+def pool_size() -> tuple[int, int]:
+    time.sleep(0.3)
+    return os.getpid(), stripes.stripe_threads()
+
+
+async def test_media_workers_resize_in_one_thread(offloader: Offloader) -> None:
+    """The stripes' pool is the gateway process's (``[decode] stripe_threads``): every job
+    in a worker process starts with none, whatever an earlier job there set."""
+    asked = await asyncio.gather(*(offloader.run(ask_for_a_pool, 3) for _ in range(2)))
+    assert len(set(asked)) == 2  # one in each worker
+    sizes = dict(await asyncio.gather(*(offloader.run(pool_size) for _ in range(2))))
+    assert sizes == dict.fromkeys(asked, 0)
