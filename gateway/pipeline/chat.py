@@ -122,16 +122,16 @@ async def prepare_chat(
     timeouts = served.policy.timeouts
     planning = time.perf_counter()
     choices = []
+    tokens = media.tokens if media is not None else None
+    extras = Extras(tool_parser=parser, reasoning=reasoning, media_tokens=tokens)  # every choice's
     for choice in range(request.n):
         generation = draft(
             request, served, contract.decoupled, text_input, requested, media, stops,
             lora, choice, guide, effort,
         )  # fmt: skip
         plan = await family_plan(served, generation, audio)
-        tokens = media.tokens if media is not None else None
         ready = prepared(
-            served, contract, plan, stops, len(parsed.media), lora, timeouts, logprobs,
-            Extras(tool_parser=parser, reasoning=reasoning, media_tokens=tokens),
+            served, contract, plan, stops, len(parsed.media), lora, timeouts, logprobs, extras
         )  # fmt: skip
         choices.append(ready)
     phase("chat.plan", planning)  # the calls' tensors (the image's copied into its input)

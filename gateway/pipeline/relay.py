@@ -104,12 +104,12 @@ def prepared(
     if not isinstance(first, GenerationRequest):  # a family's own calls (speech)
         return Prepared(
             served, contract, plan, stops, media_items, lora, (), timeouts, logprobs,
-            None, parser, reasoning, NamedRun, tokens,
+            tool_parser=parser, reasoning=reasoning, runner=NamedRun, media_tokens=tokens,
         )  # fmt: skip
     inputs, key = build_inputs(first, contract), routing_key(first, served.tokens_per_block)
     return Prepared(
         served, contract, plan, stops, media_items, lora, inputs, timeouts, logprobs, key,
-        parser, reasoning, _calls.TextRun, tokens,
+        tool_parser=parser, reasoning=reasoning, media_tokens=tokens,
     )  # fmt: skip
 
 
