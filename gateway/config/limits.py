@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gateway.media import limits
 from gateway.media.audio import AudioLimits
@@ -189,6 +189,20 @@ class DecodeSettings(Strict):
         description="threads of the gateway's process that share one large image resize "
         "(0: none; unset: the cores but two, at most 3)",
     )
+    device: str = Field(
+        "cpu",
+        pattern=r"^(cpu|cuda(:[0-9]+)?)$",
+        description="where still JPEGs of families with a fixed pixel recipe (LLaVA-1.5, "
+        "BLIP-2, VILA...) are decoded and preprocessed: cpu (PIL) or cuda / cuda:N (nvJPEG "
+        "through torchvision, the cuda extra; pixels within a level or two of PIL's after "
+        "the resize, and KV-reuse ids of their own: docs/operating.md)",
+    )
+
+    @model_validator(mode="after")
+    def _device_needs_threads(self) -> DecodeSettings:
+        if self.device != "cpu" and self.threads < 1:
+            raise ValueError("[decode] device decodes in the thread lane: threads must be >= 1")
+        return self
 
     def offload_limits(self) -> OffloadLimits:
         lane = ThreadLimits(
@@ -197,6 +211,7 @@ class DecodeSettings(Strict):
             self.thread_max_bytes,
             self.thread_max_side,
             self.stripe_threads,
+            self.device,
         )
         return OffloadLimits(self.workers, self.timeout_s, self.memory_mb or None, lane)
 

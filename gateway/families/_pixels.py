@@ -33,6 +33,7 @@ __all__ = [
     "center_crop",
     "convert_rgb",
     "fitted_to_side",
+    "normalise_table",
     "output_size",
     "preprocess",
     "resize_to_fit",
@@ -163,7 +164,7 @@ def _normalise(pixels: np.ndarray[Any, Any], spec: PixelSpec) -> np.ndarray[Any,
 
 
 @functools.lru_cache(maxsize=32)
-def _table(spec: PixelSpec, channels: int, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
+def normalise_table(spec: PixelSpec, channels: int, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
     """``_normalise`` of every uint8 value, per channel, in float32 then cast to ``dtype``."""
     levels = np.repeat(np.arange(256, dtype=np.uint8)[:, np.newaxis], channels, axis=1)
     table = _normalise(levels, spec).astype(np.float32, copy=False)
@@ -179,7 +180,7 @@ def _normalise_by_table(
     direct arithmetic exactly, at a third of its cost (no float64 image, no transpose copy).
     """
     height, width, channels = array.shape
-    table = _table(spec, channels, np.dtype(dtype))
+    table = normalise_table(spec, channels, np.dtype(dtype))
     out = np.empty((channels, height, width), dtype=dtype)
     for channel in range(channels):
         # "wrap" skips the per-element bounds check of the default "raise": a uint8 index is

@@ -18,7 +18,7 @@ from PIL import Image
 from pydantic import BaseModel
 
 from gateway.errors import InvalidRequest
-from gateway.families._pixels import fitted_to_side, resize_to_fit
+from gateway.families._pixels import PixelSpec, fitted_to_side, preprocess, resize_to_fit
 from gateway.families.calls import GenerationRequest, Plan, Sampling, Task
 from gateway.families.capabilities import Capabilities, admit_conversation
 
@@ -111,6 +111,10 @@ class Family:
     # The (width, height) images are resized towards, if fixed: large JPEGs are then decoded
     # at a reduced scale (draft mode). None: always decode at full size.
     image_decode_size: ClassVar[tuple[int, int] | None] = None
+    # The Hugging Face pixel recipe of a family whose image tensor holds one preprocessed array
+    # per image: ``prepare_image`` follows it, and so can a device (``[decode] device``,
+    # ``families/_pixels_torch.py``). None: the family prepares its images itself.
+    pixel_spec: ClassVar[PixelSpec | None] = None
     video_tensor: ClassVar[VideoTensorName | None] = None
     # Frames are downscaled (never up) so their shorter side is at most this; None: as stored.
     video_max_short_side: ClassVar[int | None] = None
@@ -227,8 +231,11 @@ class Family:
         return Plan((draft,))
 
     def prepare_image(self, image: Image.Image) -> np.ndarray[Any, Any]:
-        """One decoded RGB image -> the per-image array this family's tensor holds."""
-        raise InvalidRequest(f"model family '{self.name}' does not accept images")
+        """One decoded RGB image -> the per-image array this family's tensor holds: by
+        default ``pixel_spec``'s values, in fp16 (the wire type of ``image_input``)."""
+        if self.pixel_spec is None:
+            raise InvalidRequest(f"model family '{self.name}' does not accept images")
+        return preprocess(image, self.pixel_spec, np.float16)
 
     def stack_images(self, arrays: Sequence[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
         """Per-image arrays -> the wire tensor, batch dimension first."""

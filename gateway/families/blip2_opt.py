@@ -20,7 +20,6 @@ from gateway.families._pixels import (
     OPENAI_CLIP_MEAN,
     OPENAI_CLIP_STD,
     PixelSpec,
-    preprocess,
     to_fp16_batch,
 )
 from gateway.families.base import (
@@ -57,6 +56,7 @@ class Blip2Opt(Family):
     name = "blip2_opt"
     nvidia_server_side: ClassVar[str | None] = NVIDIA_PREPROCESSING.format(since="v0.13.0")
     image_tensor = "image_input"
+    pixel_spec = BLIP2_224
     stacked_images_rank = 5  # to_fp16_batch: [1, n, 3, H, W]
     image_decode_size = (224, 224)
     features_per_image = 32  # the Q-Former's query tokens
@@ -73,9 +73,6 @@ class Blip2Opt(Family):
 
     def render(self, conversation: Conversation) -> str:
         return render_question_answer(conversation)
-
-    def prepare_image(self, image: Image.Image) -> np.ndarray[Any, Any]:
-        return preprocess(image, BLIP2_224)
 
     def stack_images(self, arrays: Sequence[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
         return to_fp16_batch(list(arrays))

@@ -37,7 +37,6 @@ from gateway.families._pixels import (
     OPENAI_CLIP_MEAN,
     OPENAI_CLIP_STD,
     PixelSpec,
-    preprocess,
     to_fp16_batch,
 )
 from gateway.families.base import Conversation, Family, require_final_user_turn
@@ -61,6 +60,7 @@ class CogVLM(Family):
         "parameter cogvlm_position_ids = server"
     )
     image_tensor = "image_input"
+    pixel_spec = SQUARE_490_CLIP
     stacked_images_rank = 5  # to_fp16_batch: [1, n, 3, H, W]
     image_decode_size = (490, 490)
     features_per_image = 1280  # 1225 + boi/eoi, rounded up as the guide builds the engine
@@ -93,9 +93,6 @@ class CogVLM(Family):
             else:
                 pieces.append(turn.text)
         return "".join(pieces)
-
-    def prepare_image(self, image: Image.Image) -> np.ndarray[Any, Any]:
-        return preprocess(image, SQUARE_490_CLIP)
 
     def stack_images(self, arrays: Sequence[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
         return to_fp16_batch(list(arrays))

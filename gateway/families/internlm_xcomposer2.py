@@ -25,9 +25,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from PIL import Image
 
-from gateway.families._pixels import preprocess, to_fp16_batch
+from gateway.families._pixels import to_fp16_batch
 from gateway.families.base import Conversation, Family, require_final_user_turn
 from gateway.families.cogvlm import SQUARE_490_CLIP
 
@@ -44,6 +43,7 @@ class InternLMXComposer2(Family):
         "all_models/internlm_xcomposer2): <ImageHere> split, ViT run"
     )
     image_tensor = "image_input"
+    pixel_spec = SQUARE_490_CLIP
     stacked_images_rank = 5  # to_fp16_batch: [1, n, 3, H, W]
     image_decode_size = (490, 490)
     features_per_image = 1225
@@ -64,9 +64,6 @@ class InternLMXComposer2(Family):
             pieces.append(f"{START}{role}\n{slot}{turn.text}{END}\n")
         pieces.append(f"{START}assistant\n")
         return "".join(pieces)
-
-    def prepare_image(self, image: Image.Image) -> np.ndarray[Any, Any]:
-        return preprocess(image, SQUARE_490_CLIP)
 
     def stack_images(self, arrays: Sequence[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
         return to_fp16_batch(list(arrays))

@@ -19,7 +19,6 @@ from gateway.families._pixels import (
     OPENAI_CLIP_MEAN,
     OPENAI_CLIP_STD,
     PixelSpec,
-    preprocess,
     to_fp16_batch,
 )
 from gateway.families.base import Conversation, Family, require_final_user_turn
@@ -56,6 +55,7 @@ class Kosmos2(Family):
         "the text, as Kosmos2Processor does"
     )
     image_tensor = "image_input"
+    pixel_spec = CLIP_224
     stacked_images_rank = 5  # to_fp16_batch: [1, n, 3, H, W]
     image_decode_size = (224, 224)
     features_per_image = 64  # the image-to-text projection's latent queries
@@ -64,9 +64,6 @@ class Kosmos2(Family):
 
     def render(self, conversation: Conversation) -> str:
         return render_completion(conversation, DEFAULT_PROMPT)
-
-    def prepare_image(self, image: Image.Image) -> np.ndarray[Any, Any]:
-        return preprocess(image, CLIP_224)
 
     def stack_images(self, arrays: Sequence[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
         return to_fp16_batch(list(arrays))

@@ -12,9 +12,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from PIL import Image
 
-from gateway.families._pixels import CLIP_336, preprocess, to_fp16_batch
+from gateway.families._pixels import CLIP_336, to_fp16_batch
 from gateway.families.base import (
     NVIDIA_PREPROCESSING,
     Conversation,
@@ -29,6 +28,7 @@ class Llava(Family):
     nvidia_server_side = NVIDIA_PREPROCESSING.format(since="v0.13.0")
     tool_format = HERMES
     image_tensor = "image_input"
+    pixel_spec = CLIP_336
     stacked_images_rank = 5  # to_fp16_batch: [1, n, 3, H, W]
     image_decode_size = (336, 336)  # CLIP's shortest edge: large JPEGs decode in draft mode
     features_per_image = 576
@@ -46,9 +46,6 @@ class Llava(Family):
             else:
                 pieces.append(f" ASSISTANT: {turn.text}</s>")
         return "".join(pieces)
-
-    def prepare_image(self, image: Image.Image) -> np.ndarray[Any, Any]:
-        return preprocess(image, CLIP_336, np.float16)  # the wire dtype, HF's values cast
 
     def stack_images(self, arrays: Sequence[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
         return to_fp16_batch(list(arrays))

@@ -26,7 +26,7 @@ import numpy as np
 from PIL import Image
 from pydantic import BaseModel
 
-from gateway.families._pixels import PixelSpec, preprocess, to_fp16_batch
+from gateway.families._pixels import PixelSpec, to_fp16_batch
 from gateway.families.base import (
     NVIDIA_PREPROCESSING,
     Conversation,
@@ -49,6 +49,7 @@ class Vila(Family):
     name = "vila"
     nvidia_server_side = NVIDIA_PREPROCESSING.format(since="v0.15.0")
     image_tensor = "image_input"
+    pixel_spec = SIGLIP_384
     stacked_images_rank = 5  # to_fp16_batch: [1, n, 3, H, W]
     image_decode_size = (384, 384)
     features_per_image = 196
@@ -91,9 +92,6 @@ class Vila(Family):
             text = f"{IMAGE}\n" * markers + turn.text
             pieces.append(text if index == 0 else f"USER: {text}")
         return "".join(pieces)
-
-    def prepare_image(self, image: Image.Image) -> np.ndarray[Any, Any]:
-        return preprocess(image, SIGLIP_384)
 
     def stack_images(self, arrays: Sequence[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
         return to_fp16_batch(list(arrays))

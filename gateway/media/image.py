@@ -31,6 +31,7 @@ __all__ = [
     "ImageHeader",
     "ImageLimits",
     "decode_image",
+    "jpeg_layout",
     "read_header",
     "sniff_image_format",
     "to_rgb",
@@ -173,6 +174,25 @@ def decode_image(
         # from the in-memory file, which the result alone keeps alive.
         if image is not None and image is not rgb:
             image.close()
+
+
+def jpeg_layout(data: bytes, limits: ImageLimits) -> tuple[str, tuple[int, int], int]:
+    """A JPEG's mode, (width, height) and EXIF orientation as PIL reads its header, without
+    decoding a pixel; the size held to ``limits``. For a decoder other than PIL's
+    (``media/cuda_jpeg.py``), which must turn out the image PIL would: upright and RGB.
+
+    Raises MediaTooLarge past the limits, MediaDecodeError where PIL cannot read the header.
+    """
+    try:
+        with Image.open(io.BytesIO(data), formats=["JPEG"]) as image:
+            _check_pixel_budget(image.size, limits)
+            return image.mode, image.size, _orientation(image)
+    except MediaError:
+        raise
+    except _PIL_ERRORS as exc:
+        raise MediaDecodeError(
+            "The image could not be decoded: the JPEG header is corrupt."
+        ) from exc
 
 
 def _display(image_format: str) -> str:

@@ -49,6 +49,7 @@ __all__ = [
     "Pending",
     "configure",
     "default_stripe_threads",
+    "horizontal_first",
     "resize",
     "stripe_threads",
 ]
@@ -122,6 +123,11 @@ class Pending(Generic[T]):
         pool = None if inline else _executor()
         self._future: Future[T] | None = pool.submit(function, *args) if pool else None
 
+    def cancel(self) -> None:
+        """Nobody will ask for the result: a pool thread that has not started it never will."""
+        if self._future is not None:
+            self._future.cancel()
+
     def result(self) -> T:
         if self._future is None or self._future.cancel():
             return self._function(*self._args)
@@ -135,7 +141,7 @@ def resize(image: Image.Image, size: tuple[int, int], resample: Image.Resampling
         return image.resize(size, resample=resample)
     image.load()  # once, here: the bands then only read it, from several threads
     width, height = size
-    if _horizontal_first(image.size, size):
+    if horizontal_first(image.size, size):
         if width != image.width:
             image = _horizontal(image, width, resample, bands)
         if height != image.height:
@@ -161,7 +167,7 @@ def _bands(image: Image.Image, size: tuple[int, int], resample: Image.Resampling
     return max(1, min((threads + 1) * _BANDS_PER_THREAD, most))
 
 
-def _horizontal_first(source: tuple[int, int], size: tuple[int, int]) -> bool:
+def horizontal_first(source: tuple[int, int], size: tuple[int, int]) -> bool:
     """PIL's order of the passes (``ImagingResampleInner``): vertical first only when the
     height shrinks by more than twice the width's shrink, in pixels."""
     shrink_y, shrink_x = source[1] - size[1], source[0] - size[0]

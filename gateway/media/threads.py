@@ -44,6 +44,7 @@ from typing import Any, TypeVar, cast
 from gateway.errors import MediaTimeout
 from gateway.media import limits, stripes
 from gateway.media._worker import call_job
+from gateway.media.cuda_jpeg import DeviceDecoder, open_device
 from gateway.media.image import ImageLimits, read_header
 
 __all__ = ["ThreadLane", "ThreadLimits"]
@@ -63,6 +64,9 @@ class ThreadLimits:
     # The process's pool that shares a large resize (``media/stripes.py``); None leaves it as
     # it is (the default: the cores but two, at most ``DEFAULT_STRIPE_THREADS``).
     stripe_threads: int | None = None
+    # Where still JPEGs of families with a pixel recipe are decoded: "cpu" (PIL), or a CUDA
+    # device ("cuda", "cuda:1"), in these same threads (``media/cuda_jpeg.py``).
+    device: str = "cpu"
 
     def takes(self, data: bytes) -> bool:
         """Whether decoding ``data`` is bounded enough for a thread (see the module's list)."""
@@ -104,6 +108,7 @@ class ThreadLane:
         self._slots = asyncio.Semaphore(limits.threads)
         if limits.stripe_threads is not None:
             stripes.configure(limits.stripe_threads)
+        self.device: DeviceDecoder | None = open_device(limits.device)
         self.items = 0
         self.abandoned = 0
         self.busy = 0

@@ -187,6 +187,11 @@ class GatewayMetrics:
             "mmgw_media_pixels", "Decoded pixels (width x height, per frame).", ["kind"],
             registry=r,
         )  # fmt: skip
+        self.media_device_images = Counter(
+            "mmgw_media_device_images",
+            "Still JPEGs sent to [decode] device: decoded there, or declined (PIL decoded them).",
+            ["outcome"], registry=r,
+        )  # fmt: skip
         self.media_tokens = Counter(
             "mmgw_media_tokens",
             "Prompt tokens that are media features (usage prompt_tokens_details), by model and "
@@ -210,6 +215,10 @@ class GatewayMetrics:
         self.media_seconds.labels(kind, "decode").observe(seconds)
         if pixels:
             self.media_pixels.labels(kind).inc(pixels)
+
+    def media_on_device(self, decoded: bool) -> None:
+        """A still JPEG went to the device: decoded there, or declined (PIL's after all)."""
+        self.media_device_images.labels("decoded" if decoded else "declined").inc()
 
     def media_preprocessed(self, kind: str, seconds: float) -> None:
         """One item turned into the family's model input (resize, normalise, tile...)."""

@@ -11,7 +11,7 @@ while the array is at hand rather than in a second pass on the event loop.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -62,15 +62,21 @@ class DigestInputs:
     kind: str
     salt: str = ""
 
-    def digest(self, arrays: list[np.ndarray[Any, Any]]) -> bytes:
-        """The digest of ``arrays`` (an image's: its source bytes as a uint8 array)."""
+    def digest(self, arrays: list[np.ndarray[Any, Any]], kinds: list[str] | None = None) -> bytes:
+        """The digest of ``arrays`` (an image's: its source bytes as a uint8 array), each of
+        ``kinds`` (by default, all of this one's)."""
         return content_digest(
             model=self.model,
             options=self.options,
             arrays=arrays,
-            kinds=[self.kind] * len(arrays),
+            kinds=kinds if kinds is not None else [self.kind] * len(arrays),
             salt=self.salt,
         )
+
+    def decoded_by(self, decoder: str) -> DigestInputs:
+        """These inputs for items whose pixels ``decoder`` made (not PIL): a kind of their own,
+        so no KV-reuse id is shared with the same bytes decoded by PIL."""
+        return replace(self, kind=f"{self.kind}|decoder={decoder}")
 
 
 def image_digest_inputs(model: str, family: Family, draft: str, salt: str = "") -> DigestInputs:
@@ -98,6 +104,8 @@ class PreparedItem:
     source: bytes | None = None  # an image's source bytes: what a request's digest covers
     started: float = 0.0  # perf_counter when the job began (one clock for threads, processes)
     digest_s: float = 0.0
+    # The decoder that made its pixels where not PIL (``DigestInputs.decoded_by``'s name).
+    decoder: str | None = None
 
 
 def trace_job(item: PreparedItem, submitted: float, lane: str) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -35,6 +35,7 @@ from gateway.errors import (
     TooManyMediaItems,
 )
 from gateway.families.base import Family
+from gateway.media.image import sniff_image_format
 from gateway.media.local import FRAME_LIST_TYPE, FrameList, decode_base64_payload
 from gateway.media.threads import ThreadLane
 from gateway.media.video import FrameSampling
@@ -173,10 +174,11 @@ async def _stack(
     arrays = [item.array for item in items]
     hashed = items[0].digest if len(items) == 1 else None
     covered = [source_array(i.source) if i.source is not None else i.array for i in items]
+    kinds = [digest.decoded_by(i.decoder).kind if i.decoder else digest.kind for i in items]
 
     def work() -> tuple[np.ndarray[Any, Any], bytes]:
         tensor = family.stack_video(arrays[0]) if video else family.stack_images(arrays)
-        return tensor, hashed if hashed is not None else digest.digest(covered)
+        return tensor, hashed if hashed is not None else digest.digest(covered, kinds)
 
     if hashed is not None and not video and arrays[0].nbytes <= _INLINE_STACK_BYTES:
         return work()
@@ -236,21 +238,55 @@ async def _load(
         assert sampling is not None
         args: tuple[Any, ...] = (limits.video, sampling, served.family, digest)
         return await _decode(part, media, data, prepare_video, *args)
-    image_limits = limits.image
-    args = (served.family, media.settings.image.jpeg_draft_margin, digest, part.detail)
     assert isinstance(data, bytes)  # a list of frames is refused unless the part is a video
     check_header_budget(data, part, served, media.settings)
     lane = media.plane.decoder.threads
     item = None
     if lane is not None and lane.limits.takes(data):
-        try:
-            lane_limits = media.plane.lane_image
-            item = await _decode(part, media, data, prepare_image, lane_limits, *args, lane=lane)
-        except MediaTooLarge:
-            pass  # PIL saw more than the header said: the worker decides, under every limit
+        item = await _in_lane(part, served, media, data, digest, lane)
     if item is None:
-        item = await _decode(part, media, data, prepare_image, image_limits, *args)
+        args = (served.family, media.settings.image.jpeg_draft_margin, digest, part.detail)
+        item = await _decode(part, media, data, prepare_image, limits.image, *args)
     return replace(item, source=data)  # kept for a several-image request's digest
+
+
+async def _in_lane(
+    part: MediaPart,
+    served: ServedRuntime,
+    media: Media,
+    data: bytes,
+    digest: DigestInputs | None,
+    lane: ThreadLane,
+) -> PreparedItem | None:
+    """A still image the header bounds, in the thread lane: on the device where the lane has
+    one and the family's recipe runs there, else (or where the device gives it up) with PIL;
+    None where PIL saw more than the header said (a worker process decides, under every
+    limit)."""
+    family, lane_limits = served.family, media.plane.lane_image
+    if lane.device is not None and _for_device(family, part, data):
+        # imported here: it brings in torch, which only a gateway with a device loads
+        from gateway.pipeline._device_jobs import prepare_image_on_device
+
+        submitted = time.perf_counter()
+        job = (data, lane_limits, family, lane.device, digest)
+        on_wait = _on_wait(media)
+        item = await lane.run(prepare_image_on_device, *job, what="the image", on_wait=on_wait)
+        media.metrics.media_on_device(item is not None)
+        if item is not None:
+            _report(part, media, item, submitted, "device")
+            return item
+    args = (lane_limits, family, media.settings.image.jpeg_draft_margin, digest, part.detail)
+    try:
+        return await _decode(part, media, data, prepare_image, *args, lane=lane)
+    except MediaTooLarge:
+        return None
+
+
+def _for_device(family: Family, part: MediaPart, data: bytes) -> bool:
+    """A JPEG, for a family whose whole preparation is its pixel recipe, at the one
+    resolution it has (``detail`` changes nothing there)."""
+    jpeg = sniff_image_format(data) == "JPEG"
+    return jpeg and family.pixel_spec is not None and not family.detail_key(part.detail)
 
 
 async def _bytes(part: MediaPart, media: Media) -> bytes | FrameList:
@@ -288,21 +324,25 @@ async def _decode(
     lane: ThreadLane | None = None,
 ) -> PreparedItem:
     """Run ``job(data, *args)`` in the offload pool (or ``lane``) and report its timings."""
-    metrics = media.metrics
     run = lane.run if lane is not None else media.plane.decoder.run
     submitted = time.perf_counter()
-    item: PreparedItem = await run(
-        job,
-        data,
-        *args,
-        what=f"the {part.kind}",
-        on_wait=lambda seconds: metrics.queued("decode", seconds),
-    )
-    trace_job(item, submitted, "thread" if lane is not None else "process")
-    metrics.media_decoded(part.kind, item.decode_s, item.pixels)
-    if item.preprocess_s:
-        metrics.media_preprocessed(part.kind, item.preprocess_s)
+    what = f"the {part.kind}"
+    item: PreparedItem = await run(job, data, *args, what=what, on_wait=_on_wait(media))
+    _report(part, media, item, submitted, "thread" if lane is not None else "process")
     return item
+
+
+def _on_wait(media: Media) -> Callable[[float], None]:
+    metrics = media.metrics
+    return lambda seconds: metrics.queued("decode", seconds)
+
+
+def _report(part: MediaPart, media: Media, item: PreparedItem, submitted: float, lane: str) -> None:
+    """An item's job in the request's trace and the media metrics."""
+    trace_job(item, submitted, lane)
+    media.metrics.media_decoded(part.kind, item.decode_s, item.pixels)
+    if item.preprocess_s:
+        media.metrics.media_preprocessed(part.kind, item.preprocess_s)
 
 
 def _successes(

@@ -78,9 +78,9 @@ def test_large_resizes_are_cut_in_bands_and_small_ones_are_not(pool: int) -> Non
 
 
 def test_pils_pass_order_is_followed() -> None:
-    assert stripes._horizontal_first((512, 512), (336, 336))
-    assert not stripes._horizontal_first((333, 777), (336, 336))  # height shrinks far more
-    assert stripes._horizontal_first((300, 300), (490, 490))  # nothing shrinks
+    assert stripes.horizontal_first((512, 512), (336, 336))
+    assert not stripes.horizontal_first((333, 777), (336, 336))  # height shrinks far more
+    assert stripes.horizontal_first((300, 300), (490, 490))  # nothing shrinks
 
 
 def test_no_pool_means_one_call() -> None:
