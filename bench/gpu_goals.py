@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from gateway.triton.embedded import EmbeddedTriton
 
 _STREAM_CLIENT_ENV = "MMGW_UPSTREAM__STREAM_CLIENT"
+_DEVICE_ENV = "MMGW_DECODE__DEVICE"
 
 
 BASELINE = "auto-baseline"  # the --baseline checkout's gateway, in the tables and rows
@@ -77,6 +78,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--baseline",
         type=Path,
         help="also a gateway from this checkout (stream client auto), side by side: before/after",
+    )
+    add(
+        "--decode-device",
+        help="also the gateway with [decode] device = this (cuda: nvJPEG), stream client auto, "
+        "on the image phases alone (text never decodes)",
     )
     add("--no-diagnosis", action="store_true", help="skip the image job, traces and profile")
     add("--diagnosis-only", action="store_true", help="only the image job, traces and profile")
@@ -139,6 +145,11 @@ async def run(args: argparse.Namespace) -> int:
                 gateways[BASELINE] = start_gateway(
                     triton, out / BASELINE, gateway_cpus, source=args.baseline, workers=count
                 )
+        if args.decode_device:  # images decoded on the GPU, the same code otherwise
+            name = f"auto+{args.decode_device}"
+            (out / name).mkdir(exist_ok=True)
+            with _env(_STREAM_CLIENT_ENV, "auto"), _env(_DEVICE_ENV, args.decode_device):
+                gateways[name] = start_gateway(triton, out / name, gateway_cpus, workers=count)
         if args.floor:  # the stack's own cost per token, on the same cores (bench/floor.py)
             floor = start_floor(triton, out, gateway_cpus, workers=count)
         measured = await _measure(args, out, triton, pool, gateways, floor, images)
@@ -172,17 +183,19 @@ class _Measured:
 
     def write(self, out: Path, info: dict[str, object]) -> str:
         """The goals tables (also ``goals.md``) and every row (``results.json``)."""
-        clients = list(self.floods)
-        tables = {c: goals_table(self.floods[c], self.paced[c], self.images[c]) for c in clients}
+        clients = list(self.images)
+        tables = {
+            c: goals_table(self.floods.get(c, []), self.paced.get(c, []), self.images[c])
+            for c in clients
+        }
         text = "\n\n".join(f"upstream.stream_client = {c}:\n\n{t}" for c, t in tables.items())
         if self.floors:
             text += "\n\n" + floor_table(self.floors, self.floor_paced)
         rows: list[dict[str, object]] = []
         for c in clients:
-            runs = [r for run_rows in self.floods[c] for r in run_rows]
-            rows += [
-                {**asdict(r), "stream_client": c} for r in runs + self.paced[c] + self.images[c]
-            ]
+            runs = [r for run_rows in self.floods.get(c, []) for r in run_rows]
+            mine = runs + self.paced.get(c, []) + self.images[c]
+            rows += [{**asdict(r), "stream_client": c} for r in mine]
         floor_rows = [r for run_rows in self.floors for r in run_rows] + self.floor_paced
         rows += [{**asdict(r), "stream_client": "grpcio"} for r in floor_rows]
         dump = {"machine": info, "rows": rows, "goals": text}
@@ -202,10 +215,11 @@ async def _measure(
 ) -> _Measured:
     """The flood runs (each gateway, then the floor, interleaved run by run so drift hits
     them alike), then each gateway's paced and image phases, then the floor's paced one."""
-    measured = _Measured(floods={client: [] for client in gateways})
+    texts = {name: g for name, g in gateways.items() if "+" not in name}  # not images alone
+    measured = _Measured(floods={client: [] for client in texts})
     on_floor = {"gateway": floor, "floor": floor} if floor is not None else {}
     for index in range(args.runs):
-        for client, gateway in gateways.items():
+        for client, gateway in texts.items():
             say(f"flood run {index + 1} of {args.runs}, stream client {client}")
             measured.floods[client].append(await overhead.measure_all(
                 _options(args, out), triton, {"gateway": gateway}, pool))  # fmt: skip
@@ -223,7 +237,8 @@ async def _measure(
     for client, gateway in gateways.items():
         say(f"paced and image phases, stream client {client}")
         proxies = {"gateway": gateway}
-        measured.paced[client] = await overhead.measure_all(paced_opts, triton, proxies, pool)
+        if client in texts:
+            measured.paced[client] = await overhead.measure_all(paced_opts, triton, proxies, pool)
         measured.images[client] = await overhead.measure_all(image_opts, triton, proxies, pool)
     if on_floor:  # what the stack alone adds to a first token, same load
         say("paced phase, the floor relay")
@@ -232,19 +247,24 @@ async def _measure(
     return measured
 
 
+def _stream_client(client: str) -> contextlib.AbstractContextManager[None]:
+    """The gateways started inside read Triton's streams with ``client``."""
+    return _env(_STREAM_CLIENT_ENV, client)
+
+
 @contextlib.contextmanager
-def _stream_client(client: str) -> Iterator[None]:
-    """The gateways started inside read Triton's streams with ``client`` (their settings come
-    from the environment, as any deployment's may)."""
-    saved = os.environ.get(_STREAM_CLIENT_ENV)
-    os.environ[_STREAM_CLIENT_ENV] = client
+def _env(name: str, value: str) -> Iterator[None]:
+    """The gateways started inside have this setting (their settings come from the
+    environment, as any deployment's may)."""
+    saved = os.environ.get(name)
+    os.environ[name] = value
     try:
         yield
     finally:
         if saved is None:
-            os.environ.pop(_STREAM_CLIENT_ENV, None)
+            os.environ.pop(name, None)
         else:
-            os.environ[_STREAM_CLIENT_ENV] = saved
+            os.environ[name] = saved
 
 
 async def diagnosis(

@@ -163,3 +163,6 @@ def test_gpu_goals_judges_every_goal_from_its_rows() -> None:
     assert "1024 px JPEG, 16 streams" in table[-1] and table[-1].endswith("| NOT met |")
     one_slow_run = [floods[0], [floods[1][0], _row("flood", "gateway", 128, 5.0, 85.0)]]
     assert goals_table(one_slow_run, paced, images).splitlines()[2].endswith("| NOT met |")
+    images_alone = goals_table([], [], images).splitlines()  # --decode-device's gateway
+    assert len(images_alone) == 6 and "336 px JPEG, 1 streams" in images_alone[2]
+    assert not any("flood" in line or "paced" in line for line in images_alone)
