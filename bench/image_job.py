@@ -15,6 +15,10 @@ what the job still waited for it at the end (it runs beside the decode). ``--str
 runs each side with the stripes' pool off (one thread, as before it) and at its default size,
 interleaved, for a before/after pair in one run (``media/stripes.py``). Run it with another
 checkout first on ``PYTHONPATH`` for a before/after pair of anything else.
+
+``--device cuda`` times the job a gateway with ``[decode] device = "cuda"`` runs instead
+(nvJPEG, the recipe in torch: ``pipeline/_device_jobs.py``), and says how far each job's
+pixels are from PIL's full-size decode (the Hugging Face processor's input), in levels of 255.
 """
 
 from __future__ import annotations
@@ -24,9 +28,12 @@ import statistics
 import threading
 import time
 
+import numpy as np
+
 from bench.media.inputs import photo_jpeg
 from gateway.families.registry import get_family
 from gateway.media import stripes
+from gateway.media.cuda_jpeg import DeviceDecoder, open_device
 from gateway.media.image import DEFAULT_DRAFT_MARGIN, ImageLimits
 from gateway.pipeline._media_jobs import PreparedItem, image_digest_inputs, prepare_image
 
@@ -39,12 +46,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--gap-ms", type=float, default=100.0, help="pause between paced jobs")
     add("--stripes", default="auto", help="stripe pool sizes to compare, e.g. 0,auto (0: off)")
     add("--rounds", type=int, default=1, help="rounds of every stripe size, interleaved")
+    add("--device", default="cpu", help="cpu (PIL), or cuda: the device's job, and its pixels")
+
+
+_DEVICE: list[DeviceDecoder] = []  # the --device decoder, opened once
 
 
 def _job(data: bytes) -> PreparedItem:
     family = get_family("llava")
     digest = image_digest_inputs("bench", family, f"draft={DEFAULT_DRAFT_MARGIN:g}")
+    if _DEVICE:
+        from gateway.pipeline._device_jobs import prepare_image_on_device
+
+        item = prepare_image_on_device(data, ImageLimits(), family, _DEVICE[0], digest)
+        assert item is not None, "the device declined the bench's JPEG"
+        return item
     return prepare_image(data, ImageLimits(), family, DEFAULT_DRAFT_MARGIN, digest)
+
+
+def fidelity(sides: list[int]) -> str:
+    """How far the job's pixels (and the CPU job's, draft-decoded) are from PIL's full-size
+    decode through the same recipe, in levels of 255 (one level: 1 / 255 / std)."""
+    family = get_family("llava")
+    spec = family.pixel_spec
+    assert spec is not None and spec.image_std is not None
+    level = 1 / 255 / np.asarray(spec.image_std).reshape(3, 1, 1)
+    lines = ["| JPEG | job | mean levels off | max levels off |", "|---|---|---:|---:|"]
+    for side in sides:
+        data = photo_jpeg(side, side, seed=side)
+        exact = prepare_image(data, ImageLimits(), family, 0.0).array.astype(np.float32)
+        cpu = prepare_image(data, ImageLimits(), family, DEFAULT_DRAFT_MARGIN).array
+        jobs = [("PIL, JPEG draft", cpu)]
+        if _DEVICE:
+            jobs.append((f"{_DEVICE[0].device} (nvJPEG)", _job(data).array))
+        for name, array in jobs:
+            off = np.abs(array.astype(np.float32) - exact) / level
+            lines.append(f"| {side} px | {name} | {off.mean():.3f} | {off.max():.2f} |")
+    return "\n".join(lines)
 
 
 def _phases(items: list[PreparedItem], pick: str) -> tuple[float, float, float, float]:
@@ -69,7 +107,12 @@ def _paced(data: bytes, count: int, gap_s: float) -> list[PreparedItem]:
 
 
 def main(args: argparse.Namespace) -> int:
+    device = open_device(args.device)
+    if device is not None:
+        _DEVICE.append(device)
     print(table(args), flush=True)
+    print("\nPixels against PIL's full-size decode (the Hugging Face processor's input):\n")
+    print(fidelity([int(s) for s in args.sides.split(",") if s]), flush=True)
     return 0
 
 

@@ -187,6 +187,8 @@ def jpeg_layout(data: bytes, limits: ImageLimits) -> tuple[str, tuple[int, int],
         with Image.open(io.BytesIO(data), formats=["JPEG"]) as image:
             _check_pixel_budget(image.size, limits)
             return image.mode, image.size, _orientation(image)
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+        raise MediaTooLarge("The image has too many pixels to decode.") from None
     except MediaError:
         raise
     except _PIL_ERRORS as exc:

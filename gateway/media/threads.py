@@ -104,11 +104,11 @@ class ThreadLane:
             raise ValueError("need at least one thread and a positive time budget")
         self.limits = limits
         self.item_timeout_s = item_timeout_s
+        self.device: DeviceDecoder | None = open_device(limits.device)  # may refuse: first
         self._executor = ThreadPoolExecutor(limits.threads, thread_name_prefix="decode")
         self._slots = asyncio.Semaphore(limits.threads)
         if limits.stripe_threads is not None:
             stripes.configure(limits.stripe_threads)
-        self.device: DeviceDecoder | None = open_device(limits.device)
         self.items = 0
         self.abandoned = 0
         self.busy = 0

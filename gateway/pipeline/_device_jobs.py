@@ -10,6 +10,7 @@ Imported only by a gateway that decodes on a device: it brings in torch.
 
 from __future__ import annotations
 
+import logging
 import time
 
 from gateway.families._pixels_torch import on_device, preprocess_tensor
@@ -20,6 +21,8 @@ from gateway.media.stripes import Pending
 from gateway.pipeline._media_jobs import _OVERLAP_BYTES, DigestInputs, PreparedItem, source_array
 
 __all__ = ["prepare_image_on_device"]
+
+log = logging.getLogger("mmgw.media")
 
 
 def prepare_image_on_device(
@@ -44,10 +47,13 @@ def prepare_image_on_device(
         image = decoder.decode(data, limits)
         decoded = time.perf_counter()
         array, size = preprocess_tensor(image.pixels, image.orientation, spec)
-    except NotForDevice:
+    except BaseException as exc:
         if hashing is not None:
             hashing.cancel()
-        return None
+        if isinstance(exc, NotForDevice):
+            log.debug("the device declined an image: %s", exc)
+            return None
+        raise
     prepared = time.perf_counter()
     hashed = hashing.result() if hashing is not None else None
     return PreparedItem(

@@ -160,3 +160,27 @@ def test_replica_targets_are_checked() -> None:
                 ),
             ]
         )
+
+
+def test_the_decode_device_is_cpu_or_a_cuda_device_with_the_thread_lane(tmp_path: Path) -> None:
+    from gateway.config.limits import DecodeSettings
+
+    assert DecodeSettings().device == "cpu"
+    assert DecodeSettings().offload_limits().threads.device == "cpu"
+    for device in ("cuda", "cuda:0", "cuda:1"):
+        assert DecodeSettings(device=device).device == device
+    assert DecodeSettings(device="cuda:1").offload_limits().threads.device == "cuda:1"
+    for wrong in ("gpu", "cuda:x", "cuda:", "CUDA", "cuda:1 ", "mps", ""):
+        with pytest.raises(ValidationError, match="device"):
+            DecodeSettings(device=wrong)
+    # The device decodes in the thread lane: without threads it would never be used.
+    with pytest.raises(ValidationError, match="threads"):
+        DecodeSettings(device="cuda", threads=0)
+    assert DecodeSettings(device="cpu", threads=0).offload_limits().threads.threads == 0
+    config = tmp_path / "gw.toml"
+    config.write_text('[decode]\ndevice = "cuda:1"\nthreads = 2\n')
+    settings = load_settings(config)
+    assert settings.decode.offload_limits().threads.device == "cuda:1"
+    config.write_text('[decode]\ndevice = "cuda"\nthreads = 0\n')
+    with pytest.raises(ValidationError, match="threads must be >= 1"):
+        load_settings(config)

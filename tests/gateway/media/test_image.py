@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 
 from gateway.errors import MediaDecodeError, MediaTooLarge, UnsupportedMedia
-from gateway.media.image import ImageLimits, decode_image, sniff_image_format
+from gateway.media.image import ImageLimits, decode_image, jpeg_layout, sniff_image_format
 
 LIMITS = ImageLimits()
 RED, BLUE, WHITE = (255, 0, 0), (0, 0, 255), (255, 255, 255)
@@ -250,3 +250,41 @@ def test_an_rgb_jpeg_is_handed_back_as_decoded_not_copied() -> None:
     assert image.format == "JPEG" and image.mode == "RGB"
     pixels = np.asarray(image)  # usable: the source was not closed under it
     assert pixels.shape == (32, 64, 3) and near(tuple(pixels[4, 4]), RED)
+
+
+def test_jpeg_layout_reads_mode_size_and_orientation_from_the_header() -> None:
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    turned = encode(halves((40, 20)), "JPEG", exif=exif.tobytes())
+    assert jpeg_layout(turned, LIMITS) == ("RGB", (40, 20), 6)  # as stored: not turned
+    assert jpeg_layout(encode(halves((40, 20)), "JPEG"), LIMITS) == ("RGB", (40, 20), 1)
+    grey = encode(Image.new("L", (30, 10), 128), "JPEG")
+    assert jpeg_layout(grey, LIMITS) == ("L", (30, 10), 1)
+    cmyk = encode(Image.new("CMYK", (16, 24), (0, 50, 100, 0)), "JPEG")
+    assert jpeg_layout(cmyk, LIMITS) == ("CMYK", (16, 24), 1)
+
+
+def test_jpeg_layout_holds_the_size_to_the_limits() -> None:
+    data = encode(Image.new("RGB", (100, 60)), "JPEG")
+    assert jpeg_layout(data, ImageLimits(max_pixels=6000))[1] == (100, 60)
+    with pytest.raises(MediaTooLarge, match="megapixels"):
+        jpeg_layout(data, ImageLimits(max_pixels=5999))
+    with pytest.raises(MediaTooLarge, match="per side"):
+        jpeg_layout(data, ImageLimits(max_side=99))
+    with pytest.raises(MediaTooLarge, match="megapixels"):
+        jpeg_layout(_jpeg_claiming(8_000, 8_000), LIMITS)  # 64 MP: past ours, not PIL's
+
+
+def test_jpeg_layout_refuses_a_bomb_past_pils_own_guard_as_too_large() -> None:
+    with pytest.raises(MediaTooLarge):
+        jpeg_layout(_jpeg_claiming(30_000, 30_000), LIMITS)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"\xff\xd8" + bytes(range(256)) * 4, b"\xff\xd8\xff", encode(halves(), "PNG")],
+    ids=["garbage_after_soi", "soi_only", "a_png"],
+)
+def test_jpeg_layout_refuses_what_pil_cannot_read_as_a_jpeg(data: bytes) -> None:
+    with pytest.raises(MediaDecodeError):
+        jpeg_layout(data, LIMITS)
