@@ -33,7 +33,9 @@ def prepare_image_on_device(
     digest: DigestInputs | None = None,
 ) -> PreparedItem | None:
     """``data`` decoded and prepared on ``decoder``'s device as ``family.pixel_spec`` says,
-    or None where PIL must decode it (NotForDevice, the reason at debug level)."""
+    or None where PIL must decode it: declined (NotForDevice, the reason at debug level) or a
+    failure of the device's (a torch RuntimeError such as running out of its memory, logged),
+    which is never the client's fault and so never its error."""
     spec = family.pixel_spec
     if spec is None or not on_device(spec):
         return None  # a recipe whose resize torch does not do as PIL does
@@ -52,6 +54,9 @@ def prepare_image_on_device(
             hashing.cancel()
         if isinstance(exc, NotForDevice):
             log.debug("the device declined an image: %s", exc)
+            return None
+        if isinstance(exc, RuntimeError):  # torch's, out of memory included: not the client's
+            log.warning("the device failed on an image (PIL decodes it): %s", exc)
             return None
         raise
     prepared = time.perf_counter()

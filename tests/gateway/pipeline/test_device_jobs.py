@@ -158,6 +158,31 @@ def test_what_the_device_declines_is_pils(data: bytes) -> None:
     assert fake.calls == 1
 
 
+class OutOfMemory(FakeNvJpeg):
+    """The fake, on a device whose memory has run out (torch raises a RuntimeError)."""
+
+    def decode(self, data: bytes, limits: ImageLimits) -> DeviceImage:
+        image = super().decode(data, limits)
+        return DeviceImage(_Exhausted(image.pixels), image.orientation)
+
+
+class _Exhausted:
+    """Pixels whose first use on the device fails as torch.OutOfMemoryError does."""
+
+    def __init__(self, pixels: Any) -> None:
+        self.shape = pixels.shape
+
+    def __getattr__(self, name: str) -> Any:
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 MiB")
+
+    def __getitem__(self, index: Any) -> Any:
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 MiB")
+
+
+def test_a_device_failure_is_pils_to_decode_not_the_clients_error() -> None:
+    assert prepare_image_on_device(PHOTO, ImageLimits(), LLAVA, OutOfMemory(), DIGEST) is None
+
+
 def test_over_the_limits_the_device_declines_and_pil_refuses() -> None:
     fake = FakeNvJpeg()
     small = ImageLimits(max_pixels=640 * 480 - 1)
