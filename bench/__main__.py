@@ -10,6 +10,7 @@
 - ``serve``: Triton with the load fixture and the gateway, left running (for aiperf, curl)
 - ``aiperf``: NVIDIA's aiperf profiling the gateway with images and streaming
 - ``hotpath``: in-process CPU microseconds per token and per request (before/after)
+- ``goals-plot RESULTS.json ... --out PNG``: gpu-goals' image rows drawn, every run's dots
 - ``image-job``: in-process milliseconds of one image's decode thread job (warm and paced)
 - ``structured``: a large JSON schema's compile time (cold, cached) and the in-process cost
   of ``json_schema`` and ``tools`` requests against plain text
@@ -63,6 +64,9 @@ def _parser() -> argparse.ArgumentParser:
     from bench import image_job
 
     image_job.add_arguments(commands.add_parser("image-job", help="one image's job, in-process"))
+    from bench import goals_plot
+
+    goals_plot.add_arguments(commands.add_parser("goals-plot", help="gpu-goals' images, drawn"))
     structured.add_arguments(
         commands.add_parser("structured", help="schema compile and structured request cost")
     )
@@ -103,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench import hotpath
 
         return hotpath.main(args)
+    if args.command == "goals-plot":
+        from bench import goals_plot
+
+        return goals_plot.main(args)
     if args.command == "image-job":
         from bench import image_job
 

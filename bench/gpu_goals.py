@@ -44,7 +44,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bench import overhead, report
+from bench import goals_plot, overhead, report
 from bench.goals_tables import floor_table, goals_table
 from bench.pool import WorkerPool
 from bench.procs import pin_self, raise_fd_limit, say
@@ -201,6 +201,10 @@ class _Measured:
         dump = {"machine": info, "rows": rows, "goals": text}
         (out / "results.json").write_text(json.dumps(dump, indent=1))
         (out / "goals.md").write_text(text + "\n")
+        try:  # the image rows drawn (python -m bench goals-plot draws several runs)
+            goals_plot.plot([goals_plot.added_by_gateway(rows)], out / "images.png")
+        except ImportError:
+            say("matplotlib is not installed: no images.png")
         return text
 
 

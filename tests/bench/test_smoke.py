@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 
+from bench import goals_plot
 from bench.goals_tables import goals_table
 from bench.httpstream import OPENAI_MARKER, TRITON_MARKER, is_token
 from bench.loadgen import PhaseResult, StreamTiming
@@ -163,6 +165,9 @@ def test_gpu_goals_judges_every_goal_from_its_rows() -> None:
     assert "1024 px JPEG, 16 streams" in table[-1] and table[-1].endswith("| NOT met |")
     one_slow_run = [floods[0], [floods[1][0], _row("flood", "gateway", 128, 5.0, 85.0)]]
     assert goals_table(one_slow_run, paced, images).splitlines()[2].endswith("| NOT met |")
+    rows = [{**asdict(r), "stream_client": "auto"} for r in images]
+    added = goals_plot.added_by_gateway(rows)
+    assert added == {(336, 1, "auto"): 2.5, (1024, 16, "auto"): 9.0}
     images_alone = goals_table([], [], images).splitlines()  # --decode-device's gateway
     assert len(images_alone) == 6 and "336 px JPEG, 1 streams" in images_alone[2]
     assert not any("flood" in line or "paced" in line for line in images_alone)
