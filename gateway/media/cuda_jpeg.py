@@ -82,7 +82,7 @@ class CudaJpeg:
         except ImportError as exc:
             raise ValueError(
                 f"[decode] device = {device!r} needs torch and torchvision built for CUDA "
-                f"(pip install 'mmgw[cuda]'): {exc}"
+                f"(pip install 'multimodal-gateway[cuda]'): {exc}"
             ) from None
         cuda = self._torch.cuda
         if not cuda.is_available():
