@@ -12,9 +12,11 @@ Model-specific resizing and normalisation belong to ``families/``.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -150,24 +152,16 @@ def decode_image(
         _check_pixel_budget(header_size, limits)  # before PIL: WebP allocates its canvas on open
     image: Image.Image | None = None
     rgb: Image.Image | None = None
+    corrupt = f"the {_display(image_format)} data is truncated or corrupt"
     try:
-        image = Image.open(io.BytesIO(data), formats=[image_format])
-        _check_pixel_budget(image.size, limits)  # again, as PIL read it
-        if image_format == "JPEG" and target_size is not None and draft_margin > 0:
-            _draft(image, target_size, draft_margin)
-        image.load()
-        rgb = to_rgb(_upright(image))
-        return rgb
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
-        # PIL's own global guard fired first (a warning counts if warnings are errors).
-        raise MediaTooLarge("The image has too many pixels to decode.") from None
-    except MediaError:
-        raise
-    except _PIL_ERRORS as exc:
-        raise MediaDecodeError(
-            f"The image could not be decoded: the {_display(image_format)} data is truncated "
-            "or corrupt."
-        ) from exc
+        with _pil_failures(corrupt):
+            image = Image.open(io.BytesIO(data), formats=[image_format])
+            _check_pixel_budget(image.size, limits)  # again, as PIL read it
+            if image_format == "JPEG" and target_size is not None and draft_margin > 0:
+                _draft(image, target_size, draft_margin)
+            image.load()
+            rgb = to_rgb(_upright(image))
+            return rgb
     finally:
         # Closing drops the decoded pixels, so the source is left open when it is the result
         # (an RGB file, the usual case) instead of copying it: once loaded, PIL reads no more
@@ -183,18 +177,26 @@ def jpeg_layout(data: bytes, limits: ImageLimits) -> tuple[str, tuple[int, int],
 
     Raises MediaTooLarge past the limits, MediaDecodeError where PIL cannot read the header.
     """
+    with (
+        _pil_failures("the JPEG header is corrupt"),
+        Image.open(io.BytesIO(data), formats=["JPEG"]) as image,
+    ):
+        _check_pixel_budget(image.size, limits)
+        return image.mode, image.size, _orientation(image)
+
+
+@contextlib.contextmanager
+def _pil_failures(corrupt: str) -> Iterator[None]:
+    """PIL's failures as the gateway's: its own bomb guard (a warning counts if warnings are
+    errors) -> MediaTooLarge, a malformed file -> MediaDecodeError saying ``corrupt``."""
     try:
-        with Image.open(io.BytesIO(data), formats=["JPEG"]) as image:
-            _check_pixel_budget(image.size, limits)
-            return image.mode, image.size, _orientation(image)
+        yield
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):
         raise MediaTooLarge("The image has too many pixels to decode.") from None
     except MediaError:
         raise
     except _PIL_ERRORS as exc:
-        raise MediaDecodeError(
-            "The image could not be decoded: the JPEG header is corrupt."
-        ) from exc
+        raise MediaDecodeError(f"The image could not be decoded: {corrupt}.") from exc
 
 
 def _display(image_format: str) -> str:
