@@ -89,6 +89,9 @@ class CudaJpeg:
             raise ValueError(f"[decode] device = {device!r}, but torch sees no CUDA device")
         self.device = device
         self._device = self._torch.device(device)
+        count = cuda.device_count()
+        if (self._device.index or 0) >= count:
+            raise ValueError(f"[decode] device = {device!r}, but torch sees {count} CUDA device(s)")
         name = cuda.get_device_name(self._device)
         versions = f"torch={self._torch.__version__};torchvision={vision.__version__}"
         self.tag = f"nvjpeg:{versions};cuda={self._torch.version.cuda};gpu={name}"

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import sys
+import types
 from typing import Any
 
 import numpy as np
@@ -35,7 +37,7 @@ needs_nvjpeg = pytest.mark.skipif(
     not (CUDA and VISION), reason="nvJPEG needs a CUDA device and torchvision"
 )
 without_cuda = pytest.mark.skipif(CUDA and VISION, reason="this machine can decode on CUDA")
-MISSING = r"torch and torchvision built for CUDA|mmgw\[cuda\]|torch sees no CUDA device"
+MISSING = r"torch and torchvision built for CUDA|torch sees no CUDA device"
 
 
 def encode(image: Image.Image, **params: object) -> bytes:
@@ -55,6 +57,19 @@ def test_a_device_that_cannot_be_used_says_what_is_missing() -> None:
     assert "'cuda'" in str(caught.value)  # the configured device is named
     with pytest.raises(ValueError, match=MISSING):
         open_device("cuda:1")
+
+
+def test_a_device_index_past_the_hosts_devices_is_refused(monkeypatch: Any) -> None:
+    """``cuda:1`` on a one-GPU host: a ValueError naming it, not torch's error at start-up.
+    torch sees one device here because the test says so (no GPU on this machine), and a stand-in
+    torchvision module is put in place: the check comes before any decoding."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    for name in ("torchvision", "torchvision.io"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    with pytest.raises(ValueError, match=r"'cuda:1', but torch sees 1 CUDA device"):
+        CudaJpeg("cuda:1")
 
 
 @without_cuda
