@@ -97,7 +97,10 @@ class CudaJpeg:
         self.tag = f"nvjpeg:{versions};cuda={self._torch.version.cuda};gpu={name}"
         self._broken: str | None = None
         self._lock = threading.Lock()
-        self.decode(_tiny_jpeg(), ImageLimits())
+        try:
+            self.decode(_tiny_jpeg(), ImageLimits())
+        except NotForDevice as exc:  # a torchvision without nvJPEG, a device that fails
+            raise ValueError(f"[decode] device = {device!r} cannot decode a JPEG: {exc}") from None
         log.info("decoding still JPEGs on %s (%s)", device, name)
 
     def decode(self, data: bytes, limits: ImageLimits) -> DeviceImage:

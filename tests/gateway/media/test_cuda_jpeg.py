@@ -72,6 +72,28 @@ def test_a_device_index_past_the_hosts_devices_is_refused(monkeypatch: Any) -> N
         CudaJpeg("cuda:1")
 
 
+def test_a_torchvision_that_cannot_decode_there_is_refused_at_start(monkeypatch: Any) -> None:
+    """The start-up decode fails (a torchvision built without nvJPEG): a ValueError saying so.
+    The device and torchvision are stand-ins here (no GPU on this machine)."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "a stand-in GPU")
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    vision, io_module = types.ModuleType("torchvision"), types.ModuleType("torchvision.io")
+    vision.__version__ = "0.0-stand-in"  # type: ignore[attr-defined]
+
+    def decode_jpeg(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("torchvision.io.decode_jpeg: not compiled with nvJPEG support")
+
+    io_module.decode_jpeg = decode_jpeg  # type: ignore[attr-defined]
+    io_module.ImageReadMode = types.SimpleNamespace(RGB="RGB")  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "torchvision", vision)
+    monkeypatch.setitem(sys.modules, "torchvision.io", io_module)
+    with pytest.raises(ValueError, match=r"'cuda' cannot decode a JPEG: nvJPEG: .*nvJPEG support"):
+        CudaJpeg("cuda")
+
+
 @without_cuda
 def test_a_lane_for_a_device_that_cannot_be_used_refuses_to_start() -> None:
     """How a gateway start fails for ``[decode] device = "cuda"`` here: building its lane."""
