@@ -79,6 +79,19 @@ class Active:
             self._final_sent = True
             return True
 
+    def cancelled(self) -> bool:
+        """Whether the client cancelled, asked only while no final response has been claimed.
+
+        Triton frees a request's response factory once its final response is sent, and
+        ``is_cancelled()`` then reads freed memory in the server. tritonserver 2.51 died of
+        SIGSEGV in ``TRITONBACKEND_ResponseFactoryIsCancelled`` when the cancellation loop
+        asked about a request its worker had just finished. Asking under the final response's
+        lock, and never after it was claimed, closes that race. The worker then waits at most
+        one ``is_cancelled()`` round trip to claim it.
+        """
+        with self._final:
+            return not self._final_sent and bool(self.sender.is_cancelled())
+
 
 def _parameters(model_config: dict[str, Any]) -> dict[str, str]:
     raw = model_config.get("parameters", {}) or {}
@@ -216,7 +229,7 @@ class LlmapiTritonModel:
                 waiting = [a for a in self.active.values() if not a.aborted.is_set()]
             for active in waiting:
                 try:
-                    cancelled = active.sender.is_cancelled()
+                    cancelled = active.cancelled()
                 except Exception:
                     continue
                 if cancelled:
