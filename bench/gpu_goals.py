@@ -84,6 +84,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also the gateway with [decode] device = this (cuda: nvJPEG), stream client auto, "
         "on the image phases alone (text never decodes)",
     )
+    add(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME:KEY=VALUE[,KEY=VALUE]",
+        help="also the gateway with these environment settings, as auto+NAME (stream client "
+        "auto), on the image phases alone; e.g. cuda-noloop:MMGW_DECODE__DEVICE=cuda,"
+        "MMGW_DECODE__INLINE_MAX_PIXELS=0 (repeatable)",
+    )
     add("--no-diagnosis", action="store_true", help="skip the image job, traces and profile")
     add("--diagnosis-only", action="store_true", help="only the image job, traces and profile")
     add("--trace-requests", type=int, default=20, help="traced requests per JPEG side")
@@ -149,6 +158,10 @@ async def run(args: argparse.Namespace) -> int:
             name = f"auto+{args.decode_device}"
             (out / name).mkdir(exist_ok=True)
             with _env(_STREAM_CLIENT_ENV, "auto"), _env(_DEVICE_ENV, args.decode_device):
+                gateways[name] = start_gateway(triton, out / name, gateway_cpus, workers=count)
+        for name, settings in map(_variant, args.variant):  # the same code, other settings
+            (out / name).mkdir(exist_ok=True)
+            with _env(_STREAM_CLIENT_ENV, "auto"), _envs(settings):
                 gateways[name] = start_gateway(triton, out / name, gateway_cpus, workers=count)
         if args.floor:  # the stack's own cost per token, on the same cores (bench/floor.py)
             floor = start_floor(triton, out, gateway_cpus, workers=count)
@@ -254,6 +267,23 @@ async def _measure(
 def _stream_client(client: str) -> contextlib.AbstractContextManager[None]:
     """The gateways started inside read Triton's streams with ``client``."""
     return _env(_STREAM_CLIENT_ENV, client)
+
+
+def _variant(spec: str) -> tuple[str, dict[str, str]]:
+    """``NAME:KEY=VALUE,KEY=VALUE`` -> ("auto+NAME", its settings)."""
+    name, _, pairs = spec.partition(":")
+    settings = dict(pair.split("=", 1) for pair in pairs.split(",") if pair)
+    if not name or not settings:
+        raise SystemExit(f"--variant {spec!r}: expected NAME:KEY=VALUE[,KEY=VALUE]")
+    return f"auto+{name}", settings
+
+
+@contextlib.contextmanager
+def _envs(settings: dict[str, str]) -> Iterator[None]:
+    with contextlib.ExitStack() as stack:
+        for name, value in settings.items():
+            stack.enter_context(_env(name, value))
+        yield
 
 
 @contextlib.contextmanager

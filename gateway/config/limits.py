@@ -183,6 +183,13 @@ class DecodeSettings(Strict):
     thread_max_pixels: int = Field(limits.DEFAULT_THREAD_MAX_PIXELS, ge=1)
     thread_max_bytes: int = Field(limits.DEFAULT_THREAD_MAX_BYTES, ge=1)
     thread_max_side: int = Field(limits.DEFAULT_THREAD_MAX_SIDE, ge=1)
+    inline_max_pixels: int = Field(
+        limits.DEFAULT_INLINE_MAX_PIXELS,
+        ge=0,
+        description="a thread-lane image up to this many pixels may be prepared on the event "
+        "loop while no thread job runs, at most a tenth of the loop's time (0: never); it saves "
+        "the hops to a sleeping thread and back",
+    )
     stripe_threads: int | None = Field(
         None,
         ge=0,
@@ -212,6 +219,7 @@ class DecodeSettings(Strict):
             self.thread_max_side,
             self.stripe_threads,
             self.device,
+            inline_max_pixels=self.inline_max_pixels,
         )
         return OffloadLimits(self.workers, self.timeout_s, self.memory_mb or None, lane)
 

@@ -35,6 +35,7 @@ DEFAULT_DECODE_THREADS = 2  # 0: every item goes to a worker process
 DEFAULT_THREAD_MAX_PIXELS = 2048 * 2048  # by the header; ~12 MB decoded RGB
 DEFAULT_THREAD_MAX_BYTES = 4 * 1024 * 1024
 DEFAULT_THREAD_MAX_SIDE = 4096  # bounds the family's resize of a long thin strip
+DEFAULT_INLINE_MAX_PIXELS = 400 * 400  # on the event loop, when it can spare it (0: never)
 # Threads (per process, besides the job's own) that share one large resize and run the
 # digest beside the decode (media/stripes.py), capped at the cores but two (none on a 2-core
 # host, where the event loop and the lane already want both). Modest: several gateway

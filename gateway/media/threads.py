@@ -30,6 +30,16 @@ that pool's few threads, which every job of the process shares.
 Where Pillow reads a different size than the header did, the image is refused here with
 ``MediaTooLarge`` and the pipeline sends it to a worker process, which decides under the full
 limits (and the address-space cap).
+
+A small image (``inline_max_pixels`` by its header: 400 x 400 by default) may skip the lane and
+run on the event loop itself, when the loop can spare it. The hop to an idle thread and back
+costs more than such an image's work: a thread that slept since the last request wakes on a
+cold core (0.65 ms of hand-offs for a 336 px JPEG on the GPU host, where its decode takes
+about 1). The loop takes one only while no thread job is running, only after a job of the
+same kind ran in a thread once (a first job loads codecs or GPU kernels), and at most a tenth
+of its time: after each, it leaves the next to the lane for nine times as long. Its worst case
+is the lane's, for a tenth of the pixels; the budget cannot cut it short, so it is bounded
+before it starts, as every lane job is.
 """
 
 from __future__ import annotations
@@ -51,6 +61,9 @@ __all__ = ["ThreadLane", "ThreadLimits"]
 
 T = TypeVar("T")
 _ONE_PASS_FORMATS = frozenset({"JPEG", "PNG"})
+# After a job on the event loop, the lane takes the next ones for this many times as long:
+# the loop spends at most a tenth of its time on images.
+_LOOP_REST = 9.0
 
 
 @dataclass(frozen=True)
@@ -67,6 +80,8 @@ class ThreadLimits:
     # Where still JPEGs of families with a pixel recipe are decoded: "cpu" (PIL), or a CUDA
     # device ("cuda", "cuda:1"), in these same threads (``media/cuda_jpeg.py``).
     device: str = "cpu"
+    # Images up to this many pixels (by the header) may run on the event loop: 0 never.
+    inline_max_pixels: int = limits.DEFAULT_INLINE_MAX_PIXELS
 
     def takes(self, data: bytes) -> bool:
         """Whether decoding ``data`` is bounded enough for a thread (see the module's list)."""
@@ -79,6 +94,11 @@ class ThreadLimits:
             return False
         width, height = header.size
         return 0 < width * height <= self.max_pixels and 0 < max(width, height) <= self.max_side
+
+    def small(self, data: bytes) -> bool:
+        """Whether ``data`` (which ``takes`` took) is small enough to run on the event loop."""
+        size = read_header(data).size
+        return size is not None and size[0] * size[1] <= self.inline_max_pixels
 
     def image_limits(self, image: ImageLimits) -> ImageLimits:
         """``image`` tightened to this lane's caps, so PIL's own view of the size is held to
@@ -94,9 +114,9 @@ class ThreadLane:
     """A fixed pool of ``limits.threads`` threads; ``run(function, *args)`` runs one item.
 
     Callers queue (on the event loop, measured by ``on_wait``) for a free slot; the budget
-    counts from the hand-over. ``items`` counts items handed to a thread, ``abandoned``
-    those whose caller stopped waiting (timeout); their threads ran on to the end of their
-    bounded work.
+    counts from the hand-over. ``items`` counts items run, ``on_loop`` those of them the event
+    loop ran itself (``small``), ``abandoned`` those whose caller stopped waiting (timeout);
+    their threads ran on to the end of their bounded work.
     """
 
     def __init__(self, limits: ThreadLimits, item_timeout_s: float) -> None:
@@ -110,8 +130,11 @@ class ThreadLane:
         if limits.stripe_threads is not None:
             stripes.configure(limits.stripe_threads)
         self.items = 0
+        self.on_loop = 0
         self.abandoned = 0
         self.busy = 0
+        self._ran: set[Callable[..., Any]] = set()  # job functions a thread has run once
+        self._loop_free_at = 0.0  # perf_counter: when the loop may take the next job
         self._warm()
 
     def _warm(self) -> None:
@@ -126,10 +149,14 @@ class ThreadLane:
         what: str = "the media",
         on_wait: Callable[[float], None] | None = None,
         timeout_s: float | None = None,
+        small: bool = False,
     ) -> T:
-        """``function(*args)`` in a thread within the item budget (``timeout_s`` when given);
-        its errors mapped as a worker process maps them (MemoryError -> MediaTooLarge, others
-        MediaDecodeError)."""
+        """``function(*args)`` in a thread within the item budget (``timeout_s`` when given),
+        or on the loop where the job is ``small`` (``ThreadLimits.small``) and the loop can
+        spare it; its errors mapped as a worker process maps them (MemoryError ->
+        MediaTooLarge, others MediaDecodeError)."""
+        if small and self._loop_may_take(function):
+            return self._on_loop(function, args)
         budget = timeout_s if timeout_s is not None else self.item_timeout_s
         queued = time.perf_counter()
         await self._slots.acquire()
@@ -144,6 +171,7 @@ class ThreadLane:
         except BaseException:
             self._free()
             raise
+        self._ran.add(function)
         future.add_done_callback(self._finished)  # the slot is free when the thread is
         try:
             ok, value = await asyncio.wait_for(asyncio.shield(future), budget)
@@ -154,6 +182,26 @@ class ThreadLane:
             ) from None
         if ok:
             return cast(T, value)  # the job's own result, through a pickle or a thread
+        raise value
+
+    def _loop_may_take(self, function: Callable[..., Any]) -> bool:
+        """No thread job running (the loop would only queue beside it), this kind of job run
+        in a thread before, and the loop rested since its last one."""
+        if self.busy or function not in self._ran:
+            return False
+        return time.perf_counter() >= self._loop_free_at
+
+    def _on_loop(self, function: Callable[..., T], args: tuple[Any, ...]) -> T:
+        started = time.perf_counter()
+        self.items += 1
+        self.on_loop += 1
+        try:
+            ok, value = call_job(function, args)
+        finally:
+            ended = time.perf_counter()
+            self._loop_free_at = ended + _LOOP_REST * (ended - started)
+        if ok:
+            return cast(T, value)
         raise value
 
     def _finished(self, future: asyncio.Future[Any]) -> None:

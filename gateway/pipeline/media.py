@@ -263,23 +263,30 @@ async def _in_lane(
     None where PIL saw more than the header said (a worker process decides, under every
     limit)."""
     family, lane_limits = served.family, media.plane.lane_image
+    small = lane.limits.small(data)
     if lane.device is not None and _for_device(family, part, data):
         # imported here: it brings in torch, which only a gateway with a device loads
         from gateway.pipeline._device_jobs import prepare_image_on_device
 
-        submitted = time.perf_counter()
+        submitted, on_loop = time.perf_counter(), lane.on_loop
         job = (data, lane_limits, family, lane.device, digest)
-        on_wait = _on_wait(media)
-        item = await lane.run(prepare_image_on_device, *job, what="the image", on_wait=on_wait)
+        item = await lane.run(
+            prepare_image_on_device, *job, what="the image", on_wait=_on_wait(media), small=small
+        )
         media.metrics.media_on_device(item is not None)
         if item is not None:
-            _report(part, media, item, submitted, "device")
+            _report(part, media, item, submitted, "device" + _where(lane, on_loop))
             return item
     args = (lane_limits, family, media.settings.image.jpeg_draft_margin, digest, part.detail)
     try:
-        return await _decode(part, media, data, prepare_image, *args, lane=lane)
+        return await _decode(part, media, data, prepare_image, *args, lane=lane, small=small)
     except MediaTooLarge:
         return None
+
+
+def _where(lane: ThreadLane, on_loop_before: int) -> str:
+    """The trace's note of a lane job that the event loop ran itself."""
+    return "+loop" if lane.on_loop > on_loop_before else ""
 
 
 def _for_device(family: Family, part: MediaPart, data: bytes) -> bool:
@@ -322,13 +329,19 @@ async def _decode(
     job: Any,
     *args: Any,
     lane: ThreadLane | None = None,
+    small: bool = False,
 ) -> PreparedItem:
-    """Run ``job(data, *args)`` in the offload pool (or ``lane``) and report its timings."""
-    run = lane.run if lane is not None else media.plane.decoder.run
-    submitted = time.perf_counter()
-    what = f"the {part.kind}"
-    item: PreparedItem = await run(job, data, *args, what=what, on_wait=_on_wait(media))
-    _report(part, media, item, submitted, "thread" if lane is not None else "process")
+    """Run ``job(data, *args)`` in the offload pool (or ``lane``; on the loop where ``small``
+    and the lane lets it) and report its timings."""
+    submitted, what, on_wait = time.perf_counter(), f"the {part.kind}", _on_wait(media)
+    item: PreparedItem
+    if lane is None:
+        item = await media.plane.decoder.run(job, data, *args, what=what, on_wait=on_wait)
+        _report(part, media, item, submitted, "process")
+        return item
+    on_loop = lane.on_loop
+    item = await lane.run(job, data, *args, what=what, on_wait=on_wait, small=small)
+    _report(part, media, item, submitted, "thread" + _where(lane, on_loop))
     return item
 
 

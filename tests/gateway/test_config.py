@@ -184,3 +184,13 @@ def test_the_decode_device_is_cpu_or_a_cuda_device_with_the_thread_lane(tmp_path
     config.write_text('[decode]\ndevice = "cuda"\nthreads = 0\n')
     with pytest.raises(ValidationError, match="threads must be >= 1"):
         load_settings(config)
+
+
+def test_the_loop_takes_small_images_up_to_the_configured_pixels() -> None:
+    from gateway.config.limits import DecodeSettings
+
+    assert DecodeSettings().offload_limits().threads.inline_max_pixels == 400 * 400
+    lane = DecodeSettings(inline_max_pixels=0).offload_limits().threads
+    assert lane.inline_max_pixels == 0
+    with pytest.raises(ValidationError, match="inline_max_pixels"):
+        DecodeSettings(inline_max_pixels=-1)

@@ -248,3 +248,18 @@ async def test_a_caller_that_leaves_frees_its_slot_only_when_the_thread_is_done(
     assert await lane.run(abs, -2) == 2
     assert time.perf_counter() - started > 0.15 and lane.busy == 0
     lane.close()
+
+
+async def test_a_small_image_the_loop_prepares_gets_the_id_a_thread_gives(
+    offload: Offloader, fetcher: MediaFetcher
+) -> None:
+    assert offload.threads is not None and offload.threads.limits.small(JPEG_336)
+    golden = expected_id([JPEG_336])
+    media = media_with(offload, fetcher)
+    before = offload.threads.on_loop
+    for _ in range(3):
+        assert await prepare(media, JPEG_336) == golden
+        await asyncio.sleep(0.1)  # the loop rests after each job it ran
+    assert offload.threads.on_loop - before >= 2  # a thread took the first of its kind
+    assert await prepare(media, JPEG_1024) == expected_id([JPEG_1024])
+    assert offload.threads.on_loop - before <= 3  # 1024 x 768 is never the loop's
