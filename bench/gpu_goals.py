@@ -66,6 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--gateway-workers", type=int, default=4, help="mmgw serve --workers (own cores)")
     add("--runs", type=int, default=5, help="flood runs (gateway and generate_stream each)")
     add("--duration", type=float, default=4.0, help="seconds per phase (bound)")
+    add("--image-duration", type=float, help="seconds per image phase (default: --duration)")
     add("--flood-concurrency", type=int, default=128, help="streams of the flood phases")
     add("--images", default="336,1024", help="JPEG sides")
     add("--image-concurrency", default="1,16", help="streams of the image phases")
@@ -250,6 +251,7 @@ async def _measure(
     image_opts = _options(
         args, out, profiles=(), modes=("grpc", "gateway"), images=images,
         concurrency=tuple(int(c) for c in args.image_concurrency.split(",")),
+        duration_s=args.image_duration or args.duration,
     )  # fmt: skip
     for client, gateway in gateways.items():
         say(f"paced and image phases, stream client {client}")

@@ -96,9 +96,13 @@ class ThreadLimits:
         return 0 < width * height <= self.max_pixels and 0 < max(width, height) <= self.max_side
 
     def small(self, data: bytes) -> bool:
-        """Whether ``data`` (which ``takes`` took) is small enough to run on the event loop."""
+        """Whether ``data`` (which ``takes`` took) is small enough to run on the event loop:
+        few pixels by the header, and no more bytes than those pixels take uncompressed (4 a
+        pixel), so a small picture padded with megabytes of segments is a thread's."""
         size = read_header(data).size
-        return size is not None and size[0] * size[1] <= self.inline_max_pixels
+        if size is None or len(data) > 4 * self.inline_max_pixels:
+            return False
+        return size[0] * size[1] <= self.inline_max_pixels
 
     def image_limits(self, image: ImageLimits) -> ImageLimits:
         """``image`` tightened to this lane's caps, so PIL's own view of the size is held to

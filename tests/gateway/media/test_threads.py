@@ -40,6 +40,12 @@ def test_small_is_by_the_headers_pixels_and_off_at_zero() -> None:
     assert not limits.small(jpeg(401, 400)) and not limits.small(jpeg(1024, 768))
     assert not limits.small(jpeg(336, 336)[:20])  # no stated size: never small
     assert not ThreadLimits(inline_max_pixels=0).small(jpeg(8, 8))
+    # A small picture padded with a megabyte of comment segments: its bytes make it a thread's
+    small = jpeg(64, 64)
+    comments = (b"\xff\xfe\xff\xff" + bytes(0xFFFD)) * 16
+    padded = small[:2] + comments + small[2:]
+    assert ThreadLimits().takes(padded) and not ThreadLimits().small(padded)
+    assert ThreadLimits().small(small)
 
 
 async def test_the_loop_runs_a_small_job_only_after_a_thread_ran_its_kind() -> None:
