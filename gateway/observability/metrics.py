@@ -192,6 +192,12 @@ class GatewayMetrics:
             "Still JPEGs sent to [decode] device: decoded there, or declined (PIL decoded them).",
             ["outcome"], registry=r,
         )  # fmt: skip
+        self.media_items = Counter(
+            "mmgw_media_items",
+            "Media items prepared, by where: process (a media worker), thread (the thread "
+            "lane) or loop (a small image the event loop prepared itself).",
+            ["where"], registry=r,
+        )  # fmt: skip
         self.media_tokens = Counter(
             "mmgw_media_tokens",
             "Prompt tokens that are media features (usage prompt_tokens_details), by model and "
@@ -215,6 +221,10 @@ class GatewayMetrics:
         self.media_seconds.labels(kind, "decode").observe(seconds)
         if pixels:
             self.media_pixels.labels(kind).inc(pixels)
+
+    def media_item(self, where: str) -> None:
+        """One item prepared in a worker process, a lane thread or on the event loop."""
+        self.media_items.labels(where).inc()
 
     def media_on_device(self, decoded: bool) -> None:
         """A still JPEG went to the device: decoded there, or declined (PIL's after all)."""

@@ -275,7 +275,7 @@ async def _in_lane(
         )
         media.metrics.media_on_device(item is not None)
         if item is not None:
-            _report(part, media, item, submitted, "device" + _where(lane, on_loop))
+            _report(part, media, item, submitted, _where(lane, on_loop))
             return item
     args = (lane_limits, family, media.settings.image.jpeg_draft_margin, digest, part.detail)
     try:
@@ -285,8 +285,8 @@ async def _in_lane(
 
 
 def _where(lane: ThreadLane, on_loop_before: int) -> str:
-    """The trace's note of a lane job that the event loop ran itself."""
-    return "+loop" if lane.on_loop > on_loop_before else ""
+    """Where a lane job ran: "loop" if the event loop ran it itself, else "thread"."""
+    return "loop" if lane.on_loop > on_loop_before else "thread"
 
 
 def _for_device(family: Family, part: MediaPart, data: bytes) -> bool:
@@ -341,7 +341,7 @@ async def _decode(
         return item
     on_loop = lane.on_loop
     item = await lane.run(job, data, *args, what=what, on_wait=on_wait, small=small)
-    _report(part, media, item, submitted, "thread" + _where(lane, on_loop))
+    _report(part, media, item, submitted, _where(lane, on_loop))
     return item
 
 
@@ -350,9 +350,13 @@ def _on_wait(media: Media) -> Callable[[float], None]:
     return lambda seconds: metrics.queued("decode", seconds)
 
 
-def _report(part: MediaPart, media: Media, item: PreparedItem, submitted: float, lane: str) -> None:
-    """An item's job in the request's trace and the media metrics."""
-    trace_job(item, submitted, lane)
+def _report(
+    part: MediaPart, media: Media, item: PreparedItem, submitted: float, where: str
+) -> None:
+    """An item's job in the request's trace and the media metrics; ``where`` it ran: process,
+    thread or loop (on the device too where the item names its decoder)."""
+    trace_job(item, submitted, f"{where}+device" if item.decoder else where)
+    media.metrics.media_item(where)
     media.metrics.media_decoded(part.kind, item.decode_s, item.pixels)
     if item.preprocess_s:
         media.metrics.media_preprocessed(part.kind, item.preprocess_s)

@@ -256,10 +256,15 @@ async def test_a_small_image_the_loop_prepares_gets_the_id_a_thread_gives(
     assert offload.threads is not None and offload.threads.limits.small(JPEG_336)
     golden = expected_id([JPEG_336])
     media = media_with(offload, fetcher)
+    registry = media.metrics.registry  # type: ignore[attr-defined]
     before = offload.threads.on_loop
     for _ in range(3):
         assert await prepare(media, JPEG_336) == golden
         await asyncio.sleep(0.1)  # the loop rests after each job it ran
-    assert offload.threads.on_loop - before >= 2  # a thread took the first of its kind
+    on_loop = offload.threads.on_loop - before
+    assert on_loop >= 2  # a thread took the first of its kind
+    assert registry.get_sample_value("mmgw_media_items_total", {"where": "loop"}) == on_loop
     assert await prepare(media, JPEG_1024) == expected_id([JPEG_1024])
-    assert offload.threads.on_loop - before <= 3  # 1024 x 768 is never the loop's
+    assert offload.threads.on_loop - before == on_loop  # 1024 x 768 is never the loop's
+    threads = registry.get_sample_value("mmgw_media_items_total", {"where": "thread"})
+    assert threads == 4 - on_loop
