@@ -35,16 +35,19 @@ A small image (``inline_max_pixels`` by its header: 400 x 400 by default) may sk
 run on the event loop itself, when the loop can spare it. The hop to an idle thread and back
 costs more than such an image's work: a thread that slept since the last request wakes on a
 cold core (0.65 ms of hand-offs for a 336 px JPEG on the GPU host, where its decode takes
-about 1). The loop takes one only while no thread job is running, only after a job of the
-same kind ran in a thread once (a first job loads codecs or GPU kernels), and at most a tenth
-of its time: after each, it leaves the next to the lane for nine times as long. Its worst case
-is the lane's, for a tenth of the pixels; the budget cannot cut it short, so it is bounded
-before it starts, as every lane job is.
+about 1). The loop takes one only while no thread job is running, only after a small job of
+the same kind ran in a thread once (a first job loads codecs or GPU kernels) and only while the
+last such job took at most 5 ms (one that took longer, a GPU busy with the model or a loaded
+host, sends the next to a thread), and at most a tenth of its time: after each, it leaves the
+next to the lane for nine times as long. Its worst case is the lane's, for a tenth of the
+pixels; the budget cannot cut it short, so it is bounded before it starts, as every lane job
+is.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -64,6 +67,10 @@ _ONE_PASS_FORMATS = frozenset({"JPEG", "PNG"})
 # After a job on the event loop, the lane takes the next ones for this many times as long:
 # the loop spends at most a tenth of its time on images.
 _LOOP_REST = 9.0
+# A kind of small job whose last run took longer than this goes to a thread until one runs
+# faster again: a stall of the loop that other streams' tokens would notice (a GPU that the
+# model's own work keeps busy, a loaded host) moves off the loop after one such job.
+_LOOP_JOB_MAX_S = 0.005
 
 
 @dataclass(frozen=True)
@@ -137,7 +144,8 @@ class ThreadLane:
         self.on_loop = 0
         self.abandoned = 0
         self.busy = 0
-        self._ran: set[Callable[..., Any]] = set()  # job functions a thread has run once
+        # The last small job of each kind (function): seconds it ran, in a thread or here.
+        self._small_s: dict[Callable[..., Any], float] = {}
         self._loop_free_at = 0.0  # perf_counter: when the loop may take the next job
         self._warm()
 
@@ -170,15 +178,16 @@ class ThreadLane:
         self.items += 1
         try:
             future = asyncio.get_running_loop().run_in_executor(
-                self._executor, call_job, function, args
+                self._executor, _timed_job, function, args
             )
         except BaseException:
             self._free()
             raise
-        self._ran.add(function)
         future.add_done_callback(self._finished)  # the slot is free when the thread is
+        if small:
+            future.add_done_callback(functools.partial(self._timed, function))
         try:
-            ok, value = await asyncio.wait_for(asyncio.shield(future), budget)
+            (ok, value), _ = await asyncio.wait_for(asyncio.shield(future), budget)
         except asyncio.TimeoutError:
             self.abandoned += 1
             raise MediaTimeout(
@@ -189,11 +198,16 @@ class ThreadLane:
         raise value
 
     def _loop_may_take(self, function: Callable[..., Any]) -> bool:
-        """No thread job running (the loop would only queue beside it), this kind of job run
-        in a thread before, and the loop rested since its last one."""
-        if self.busy or function not in self._ran:
+        """No thread job running (the loop would only queue beside it), a small job of this
+        kind run before (the first in a thread) and fast, and the loop rested since its
+        last one."""
+        if self.busy or self._small_s.get(function, _LOOP_JOB_MAX_S + 1) > _LOOP_JOB_MAX_S:
             return False
         return time.perf_counter() >= self._loop_free_at
+
+    def _timed(self, function: Callable[..., Any], future: asyncio.Future[Any]) -> None:
+        if not future.cancelled() and future.exception() is None:
+            self._small_s[function] = future.result()[1]
 
     def _on_loop(self, function: Callable[..., T], args: tuple[Any, ...]) -> T:
         started = time.perf_counter()
@@ -203,6 +217,7 @@ class ThreadLane:
             ok, value = call_job(function, args)
         finally:
             ended = time.perf_counter()
+            self._small_s[function] = ended - started
             self._loop_free_at = ended + _LOOP_REST * (ended - started)
         if ok:
             return cast(T, value)
@@ -220,3 +235,10 @@ class ThreadLane:
     def close(self) -> None:
         """Stop taking items; threads still running finish their (bounded) work."""
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _timed_job(function: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any, float]:
+    """``call_job``'s reply, and the seconds the job ran in its thread."""
+    started = time.perf_counter()
+    reply = call_job(function, args)
+    return reply, time.perf_counter() - started

@@ -109,3 +109,21 @@ async def test_a_job_error_on_the_loop_is_mapped_as_in_a_thread() -> None:
         await lane.run(np.frombuffer, b"abc", np.float64, small=True)
     assert lane.on_loop == 1 and lane.busy == 0
     lane.close()
+
+
+async def test_a_kind_of_job_that_ran_slow_goes_to_a_thread_until_one_runs_fast() -> None:
+    """A small job that took over 5 ms (a GPU busy with the model, a loaded host) sends the
+    next of its kind to a thread, wherever it ran; a fast run there brings them back."""
+    lane = ThreadLane(ThreadLimits(threads=1), item_timeout_s=5)
+    loop_thread = threading.get_ident()
+    assert await lane.run(napping_thread, 0.02, small=True) != loop_thread  # first: a thread
+    await asyncio.sleep(0)
+    assert await lane.run(napping_thread, 0.0, small=True) != loop_thread  # 20 ms: slow
+    await asyncio.sleep(0)
+    assert await lane.run(napping_thread, 0.02, small=True) == loop_thread  # fast before
+    await asyncio.sleep(0.3)  # rested, but its last run was slow
+    assert await lane.run(napping_thread, 0.0, small=True) != loop_thread
+    await asyncio.sleep(0)
+    assert await lane.run(napping_thread, 0.0, small=True) == loop_thread
+    assert lane.on_loop == 2
+    lane.close()
