@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import logging
@@ -161,3 +162,46 @@ async def test_a_traced_request_s_spans_reach_an_otlp_receiver_with_triton_s_req
     assert send["request_id"].string_value.startswith("traced-e2e-1")
     assert send["model"].string_value == "reference_llava"
     assert mine["last_token"]["mmgw.tokens"].int_value == 12
+
+
+async def test_a_small_image_on_the_event_loop_gets_the_answer_a_thread_gives(
+    gateway_url: str,
+) -> None:
+    """The same small JPEG, greedy, several times: the loop prepares some of them
+    (``[decode] inline_max_pixels``), a thread the rest, and Triton answers them alike."""
+    jpeg = make_image(23, (336, 336), "JPEG")
+    body = {
+        "model": MODEL,
+        "max_tokens": 6,
+        "temperature": 0,
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "describe"},
+                    {
+                        "type": "image_url",
+                        "image_url": {
+                            "url": "data:image/jpeg;base64," + base64.b64encode(jpeg).decode()
+                        },
+                    },
+                ],
+            }
+        ],
+    }
+    async with httpx.AsyncClient(base_url=gateway_url, timeout=120) as http:
+        before = metric_values((await http.get("/metrics")).text)
+        answers = set()
+        for _ in range(8):
+            response = await http.post("/v1/chat/completions", json=body)
+            assert response.status_code == 200, response.text
+            answers.add(response.json()["choices"][0]["message"]["content"])
+            await asyncio.sleep(0.05)  # the loop rests after each image it prepared
+        after = metric_values((await http.get("/metrics")).text)
+
+    def ran(where: str) -> float:
+        key = f"mmgw_media_items_total{{where={where}}}"
+        return after.get(key, 0.0) - before.get(key, 0.0)
+
+    assert len(answers) == 1
+    assert ran("loop") >= 1 and ran("loop") + ran("thread") == 8
