@@ -52,7 +52,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any, Literal, TypeVar, cast
 
 from gateway.errors import MediaTimeout
 from gateway.media import limits, stripes
@@ -90,26 +90,33 @@ class ThreadLimits:
     # Images up to this many pixels (by the header) may run on the event loop: 0 never.
     inline_max_pixels: int = limits.DEFAULT_INLINE_MAX_PIXELS
 
-    def takes(self, data: bytes) -> bool:
-        """Whether decoding ``data`` is bounded enough for a thread (see the module's list)."""
+    def fit(self, data: bytes) -> Literal["thread", "loop"] | None:
+        """Where ``data`` may be prepared, from one read of its header: None (a worker
+        process: not bounded enough for a thread, see the module's list), "thread", or
+        "loop" (small enough for the event loop: few pixels, and no more bytes than those
+        pixels take uncompressed, 4 a pixel, so a small picture padded with megabytes of
+        segments is a thread's)."""
         if self.threads < 1 or not data or len(data) > self.max_bytes:
-            return False
+            return None
         header = read_header(data)
         if header.format not in _ONE_PASS_FORMATS or not header.single_pass:
-            return False
+            return None
         if header.size is None:
-            return False
+            return None
         width, height = header.size
-        return 0 < width * height <= self.max_pixels and 0 < max(width, height) <= self.max_side
+        pixels = width * height
+        if not (0 < pixels <= self.max_pixels and 0 < max(width, height) <= self.max_side):
+            return None
+        small = pixels <= self.inline_max_pixels and len(data) <= 4 * self.inline_max_pixels
+        return "loop" if small else "thread"
+
+    def takes(self, data: bytes) -> bool:
+        """Whether decoding ``data`` is bounded enough for a thread."""
+        return self.fit(data) is not None
 
     def small(self, data: bytes) -> bool:
-        """Whether ``data`` (which ``takes`` took) is small enough to run on the event loop:
-        few pixels by the header, and no more bytes than those pixels take uncompressed (4 a
-        pixel), so a small picture padded with megabytes of segments is a thread's."""
-        size = read_header(data).size
-        if size is None or len(data) > 4 * self.inline_max_pixels:
-            return False
-        return size[0] * size[1] <= self.inline_max_pixels
+        """Whether ``data`` is small enough to run on the event loop (``fit``)."""
+        return self.fit(data) == "loop"
 
     def image_limits(self, image: ImageLimits) -> ImageLimits:
         """``image`` tightened to this lane's caps, so PIL's own view of the size is held to

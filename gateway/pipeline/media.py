@@ -241,9 +241,10 @@ async def _load(
     assert isinstance(data, bytes)  # a list of frames is refused unless the part is a video
     check_header_budget(data, part, served, media.settings)
     lane = media.plane.decoder.threads
+    fit = lane.limits.fit(data) if lane is not None else None
     item = None
-    if lane is not None and lane.limits.takes(data):
-        item = await _in_lane(part, served, media, data, digest, lane)
+    if lane is not None and fit is not None:
+        item = await _in_lane(part, served, media, data, digest, lane, fit == "loop")
     if item is None:
         args = (served.family, media.settings.image.jpeg_draft_margin, digest, part.detail)
         item = await _decode(part, media, data, prepare_image, limits.image, *args)
@@ -257,13 +258,14 @@ async def _in_lane(
     data: bytes,
     digest: DigestInputs | None,
     lane: ThreadLane,
+    small: bool,
 ) -> PreparedItem | None:
-    """A still image the header bounds, in the thread lane: on the device where the lane has
-    one and the family's recipe runs there, else (or where the device gives it up) with PIL;
+    """A still image the header bounds, in the thread lane (on the event loop where it is
+    ``small`` and the lane lets it): on the device where the lane has one and the family's
+    recipe runs there, else (or where the device gives it up) with PIL;
     None where PIL saw more than the header said (a worker process decides, under every
     limit)."""
     family, lane_limits = served.family, media.plane.lane_image
-    small = lane.limits.small(data)
     if lane.device is not None and _for_device(family, part, data):
         # imported here: it brings in torch, which only a gateway with a device loads
         from gateway.pipeline._device_jobs import prepare_image_on_device
