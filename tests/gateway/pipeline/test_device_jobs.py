@@ -220,6 +220,15 @@ def parts(*images: bytes) -> list[MediaPart]:
     ]
 
 
+def tally(media: Media, fake: FakeNvJpeg) -> tuple[float, float, int]:
+    """Images decoded on the device and declined by it (the metric), and the fake's calls."""
+    return counted(media, "decoded"), counted(media, "declined"), fake.calls
+
+
+def grown(before: tuple[float, ...], after: tuple[float, ...]) -> tuple[float, ...]:
+    return tuple(a - b for a, b in zip(after, before, strict=True))
+
+
 def counted(media: Media, outcome: str) -> float:
     registry = media.metrics.registry  # type: ignore[attr-defined]
     value = registry.get_sample_value("mmgw_media_device_images_total", {"outcome": outcome})
@@ -278,18 +287,16 @@ async def test_a_jpeg_is_decoded_on_the_device_under_an_id_of_its_own(
     on_device: tuple[Media, FakeNvJpeg], on_cpu: Media
 ) -> None:
     media, fake = on_device
-    decoded, declined, calls = counted(media, "decoded"), counted(media, "declined"), fake.calls
+    before = tally(media, fake)
     device_id = await extra_id(media, PHOTO)
-    assert counted(media, "decoded") == decoded + 1
-    assert counted(media, "declined") == declined
-    assert fake.calls == calls + 1
+    assert grown(before, tally(media, fake)) == (1, 0, 1)  # decoded, declined, fake's calls
     cpu_id = await extra_id(on_cpu, PHOTO)
     assert device_id is not None and cpu_id is not None
     assert device_id != cpu_id  # KV safety: other pixels never reuse PIL's cache
     assert device_id == expected_id([PHOTO], kinds(TAG))
     assert cpu_id == expected_id([PHOTO], kinds(None))
     assert await extra_id(media, PHOTO) == device_id  # the same bytes again: the same id
-    assert counted(media, "decoded") == decoded + 2
+    assert counted(media, "decoded") == before[0] + 2
 
 
 async def test_the_device_gives_the_tensor_pil_gives_within_the_recipes_rounding(
@@ -326,10 +333,9 @@ async def test_several_images_are_hashed_each_under_its_decoders_kind(
 
 async def test_a_png_goes_to_pil(on_device: tuple[Media, FakeNvJpeg], on_cpu: Media) -> None:
     media, fake = on_device
-    decoded, declined, calls = counted(media, "decoded"), counted(media, "declined"), fake.calls
+    before = tally(media, fake)
     png_id = await extra_id(media, PNG)
-    assert (counted(media, "decoded"), counted(media, "declined")) == (decoded, declined)
-    assert fake.calls == calls
+    assert grown(before, tally(media, fake)) == (0, 0, 0)
     assert png_id is not None and png_id == await extra_id(on_cpu, PNG)
 
 
@@ -337,11 +343,9 @@ async def test_a_jpeg_the_device_declines_is_decoded_by_pil_under_pils_id(
     on_device: tuple[Media, FakeNvJpeg], on_cpu: Media
 ) -> None:
     media, fake = on_device
-    decoded, declined, calls = counted(media, "decoded"), counted(media, "declined"), fake.calls
+    before = tally(media, fake)
     cmyk_id = await extra_id(media, CMYK)
-    assert counted(media, "declined") == declined + 1
-    assert counted(media, "decoded") == decoded
-    assert fake.calls == calls + 1
+    assert grown(before, tally(media, fake)) == (0, 1, 1)
     assert cmyk_id is not None and cmyk_id == await extra_id(on_cpu, CMYK)
 
 
@@ -350,11 +354,10 @@ async def test_a_family_without_a_pixel_recipe_never_touches_the_device(
     on_device: tuple[Media, FakeNvJpeg], family: str
 ) -> None:
     media, fake = on_device
-    decoded, declined, calls = counted(media, "decoded"), counted(media, "declined"), fake.calls
+    before = tally(media, fake)
     prepared = await prepare_media(parts(PHOTO), served(family), media)
     assert prepared is not None
-    assert fake.calls == calls
-    assert (counted(media, "decoded"), counted(media, "declined")) == (decoded, declined)
+    assert grown(before, tally(media, fake)) == (0, 0, 0)
 
 
 def two_frames(width: int, height: int) -> bytes:
